@@ -1,0 +1,8 @@
+//! `reblock analyze` (being built).
+
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<()> {
+    anyhow::bail!("'reblock analyze' is not built yet")
+}

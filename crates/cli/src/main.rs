@@ -1,0 +1,59 @@
+//! The `reblock` binary: thin glue over the library crates. Each subcommand lives in its
+//! own file under `cmd/`, with its clap arguments and a `run` function.
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+mod input;
+
+/// reblock: a self-optimizing block storage layer.
+///
+/// Data flows one way: record or import a trace, analyze it, plan a layout, then simulate
+/// it on a device model or serve it over NBD.
+#[derive(Parser)]
+#[command(name = "reblock", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    /// Log level filter (error, warn, info, debug, trace); RUST_LOG overrides it.
+    #[arg(long, global = true, default_value = "warn")]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Record a block device's requests with process context (tracefs) to a native trace.
+    Record(cmd::record::Args),
+    /// Convert a trace of any supported format to Parquet or native text.
+    Convert(cmd::convert::Args),
+    /// Characterize a workload: statistics, plots, and layout advice.
+    Analyze(cmd::analyze::Args),
+    /// Replay a trace on a modelled HDD, SSD or array and report busy and response times.
+    Simulate(cmd::simulate::Args),
+    /// List the trace formats reblock reads.
+    Formats(cmd::formats::Args),
+    /// Analyze a bundled real trace and write its report: the quickest look at reblock.
+    Demo(cmd::demo::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&cli.log));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Record(a) => cmd::record::run(a),
+        Command::Convert(a) => cmd::convert::run(a),
+        Command::Analyze(a) => cmd::analyze::run(a),
+        Command::Simulate(a) => cmd::simulate::run(a),
+        Command::Formats(a) => cmd::formats::run(a),
+        Command::Demo(a) => cmd::demo::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("reblock: error: {e:#}");
+        std::process::exit(1);
+    }
+}

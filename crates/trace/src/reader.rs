@@ -1,0 +1,312 @@
+//! Opening a trace file: transparent gzip/zstd, format sniffing, streaming requests with
+//! `FILE:LINE: field F: why` errors and `--skip-bad` tolerance.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+
+use crate::error::{BadLine, FieldError, TraceError};
+use crate::format::{self, LineFormat, ParseState, Parsed};
+use crate::request::{Commands, Request};
+
+/// How many non-empty lines `auto` looks at.
+const SNIFF_LINES: usize = 32;
+
+/// Which format to read a file as.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum FormatChoice {
+    /// Sniff the first lines (and Parquet's magic).
+    #[default]
+    Auto,
+    Named(String),
+}
+
+impl std::str::FromStr for FormatChoice {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(if s == "auto" {
+            FormatChoice::Auto
+        } else {
+            FormatChoice::Named(s.to_string())
+        })
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ReadOptions {
+    pub format: FormatChoice,
+    /// How many malformed lines to tolerate (and report) before failing.
+    pub skip_bad: usize,
+}
+
+/// Comma-separated list of every format name, for error messages and `--help`.
+pub fn supported_formats() -> String {
+    let mut names: Vec<&str> = format::formats().iter().map(|f| f.name()).collect();
+    names.push("parquet");
+    names.join(", ")
+}
+
+/// Opens `path`, undoing gzip or zstd compression when its magic bytes say so.
+pub fn open_decompressed(path: &Path) -> Result<Box<dyn BufRead + Send>, TraceError> {
+    let io = |source| TraceError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = BufReader::with_capacity(1 << 20, File::open(path).map_err(io)?);
+    let magic = file.fill_buf().map_err(io)?;
+    Ok(if magic.starts_with(&[0x1f, 0x8b]) {
+        Box::new(BufReader::with_capacity(
+            1 << 20,
+            flate2::read::MultiGzDecoder::new(file),
+        ))
+    } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        let dec = zstd::stream::read::Decoder::with_buffer(file).map_err(io)?;
+        Box::new(BufReader::with_capacity(1 << 20, dec))
+    } else {
+        Box::new(file)
+    })
+}
+
+enum Backend {
+    Lines(LineBackend),
+}
+
+struct LineBackend {
+    input: Box<dyn BufRead + Send>,
+    format: &'static dyn LineFormat,
+    state: ParseState,
+    /// Lines read while sniffing, replayed before the rest of the input.
+    pending: VecDeque<(u64, String)>,
+    buf: Vec<u8>,
+    line_no: u64,
+}
+
+/// A stream of requests from one trace file, of any supported format.
+pub struct TraceReader {
+    path: PathBuf,
+    backend: Backend,
+    skip_bad: usize,
+    bad: Vec<BadLine>,
+    requests: u64,
+}
+
+impl TraceReader {
+    /// Opens a trace. With [`FormatChoice::Auto`] the format is sniffed from the first
+    /// lines; a file no format claims is an error that lists the formats.
+    pub fn open(path: impl AsRef<Path>, opts: &ReadOptions) -> Result<TraceReader, TraceError> {
+        let path = path.as_ref().to_path_buf();
+        let named = match &opts.format {
+            FormatChoice::Auto => None,
+            FormatChoice::Named(n) => Some(format::by_name(n).ok_or_else(|| {
+                TraceError::UnknownFormat {
+                    name: n.clone(),
+                    supported: supported_formats(),
+                }
+            })?),
+        };
+        let mut input = open_decompressed(&path)?;
+        let mut pending = VecDeque::new();
+        let mut line_no = 0;
+        let mut buf = Vec::new();
+        let format = match named {
+            Some(f) => f,
+            None => {
+                while pending.len() < SNIFF_LINES {
+                    let Some(line) = read_line(&mut input, &mut buf, &path, line_no + 1)? else {
+                        break;
+                    };
+                    line_no += 1;
+                    pending.push_back((line_no, line));
+                }
+                sniff(&path, &pending)?
+            }
+        };
+        Ok(TraceReader {
+            path,
+            backend: Backend::Lines(LineBackend {
+                input,
+                format,
+                state: ParseState::default(),
+                pending,
+                buf,
+                line_no,
+            }),
+            skip_bad: opts.skip_bad,
+            bad: Vec::new(),
+            requests: 0,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The name of the format being read.
+    pub fn format_name(&self) -> &'static str {
+        match &self.backend {
+            Backend::Lines(b) => b.format.name(),
+        }
+    }
+
+    /// Command names interned so far (ids in the requests index this table).
+    pub fn commands(&self) -> &Commands {
+        match &self.backend {
+            Backend::Lines(b) => &b.state.commands,
+        }
+    }
+
+    /// Lines skipped under `--skip-bad`, in file order.
+    pub fn bad_lines(&self) -> &[BadLine] {
+        &self.bad
+    }
+
+    /// Requests returned so far.
+    pub fn requests_read(&self) -> u64 {
+        self.requests
+    }
+
+    /// The next request, `None` at the end of the trace.
+    pub fn next_request(&mut self) -> Result<Option<Request>, TraceError> {
+        loop {
+            let (line_no, parsed) = match &mut self.backend {
+                Backend::Lines(b) => match b.next_parsed(&self.path)? {
+                    None => return Ok(None),
+                    Some(x) => x,
+                },
+            };
+            match parsed {
+                Ok(Parsed::Request(r)) => {
+                    self.requests += 1;
+                    return Ok(Some(r));
+                }
+                Ok(Parsed::Skip) => continue,
+                Err(error) => self.tolerate(line_no, error)?,
+            }
+        }
+    }
+
+    /// Reads the whole trace; an empty one is an error that says so.
+    pub fn read_all(mut self) -> Result<crate::Trace, TraceError> {
+        let mut trace = crate::Trace::default();
+        while let Some(r) = self.next_request()? {
+            trace.push(r);
+        }
+        if trace.is_empty() {
+            return Err(TraceError::Empty { path: self.path });
+        }
+        trace.commands = self.commands().clone();
+        Ok(trace)
+    }
+
+    fn tolerate(&mut self, line: u64, error: FieldError) -> Result<(), TraceError> {
+        if self.skip_bad == 0 {
+            return Err(TraceError::BadLine {
+                path: self.path.clone(),
+                line,
+                error,
+            });
+        }
+        if self.bad.len() >= self.skip_bad {
+            return Err(TraceError::TooManyBadLines {
+                path: self.path.clone(),
+                limit: self.skip_bad,
+                line,
+                error,
+            });
+        }
+        self.bad.push(BadLine { line, error });
+        Ok(())
+    }
+}
+
+impl Iterator for TraceReader {
+    type Item = Result<Request, TraceError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.next_request().transpose()
+    }
+}
+
+impl LineBackend {
+    #[allow(clippy::type_complexity)]
+    fn next_parsed(
+        &mut self,
+        path: &Path,
+    ) -> Result<Option<(u64, Result<Parsed, FieldError>)>, TraceError> {
+        if let Some((no, line)) = self.pending.pop_front() {
+            return Ok(Some((no, self.format.parse(&line, &mut self.state))));
+        }
+        let io = |source| TraceError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        self.buf.clear();
+        if self.input.read_until(b'\n', &mut self.buf).map_err(io)? == 0 {
+            return Ok(None);
+        }
+        self.line_no += 1;
+        let parsed = match std::str::from_utf8(&self.buf) {
+            Ok(s) => self
+                .format
+                .parse(s.trim_end_matches(['\n', '\r']), &mut self.state),
+            Err(_) => Err(FieldError::new("line", "not valid UTF-8")),
+        };
+        Ok(Some((self.line_no, parsed)))
+    }
+}
+
+/// Reads one line without its newline; invalid UTF-8 is an error naming the line.
+fn read_line(
+    input: &mut dyn BufRead,
+    buf: &mut Vec<u8>,
+    path: &Path,
+    line_no: u64,
+) -> Result<Option<String>, TraceError> {
+    buf.clear();
+    let n = input.read_until(b'\n', buf).map_err(|source| TraceError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if n == 0 {
+        return Ok(None);
+    }
+    let s = std::str::from_utf8(buf).map_err(|_| TraceError::BadLine {
+        path: path.to_path_buf(),
+        line: line_no,
+        error: FieldError::new("line", "not valid UTF-8"),
+    })?;
+    Ok(Some(s.trim_end_matches(['\n', '\r']).to_string()))
+}
+
+/// The one format that claims the first lines; `auto` never guesses between two.
+fn sniff(path: &Path, lines: &VecDeque<(u64, String)>) -> Result<&'static dyn LineFormat, TraceError> {
+    let sample: Vec<&str> = lines
+        .iter()
+        .map(|(_, l)| l.as_str())
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    if sample.is_empty() {
+        return Err(TraceError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    let claims: Vec<&'static dyn LineFormat> = format::formats()
+        .iter()
+        .copied()
+        .filter(|f| f.sniff(&sample))
+        .collect();
+    match claims.as_slice() {
+        [one] => Ok(*one),
+        [] => Err(TraceError::Undetected {
+            path: path.to_path_buf(),
+            supported: supported_formats(),
+        }),
+        many => Err(TraceError::Other {
+            path: path.to_path_buf(),
+            why: format!(
+                "the first lines fit several formats ({}); pass --format",
+                many.iter().map(|f| f.name()).collect::<Vec<_>>().join(", ")
+            ),
+        }),
+    }
+}
