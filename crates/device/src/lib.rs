@@ -1,0 +1,77 @@
+//! Device models for trace replay (DESIGN.md "Device models").
+//!
+//! A [`Device`] serves one request at a time and says how long it took and why (seek,
+//! rotation, transfer); queueing, scheduling and merging belong to the simulator. An
+//! [`Array`] turns one logical request into the member I/Os it costs (RAID-0 split,
+//! RAID-1 choice of copy, RAID-5 read-modify-write), in phases that run one after the
+//! other.
+
+/// One I/O at one device, in 512-byte sectors of that device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DevRequest {
+    pub sector: u64,
+    pub sectors: u32,
+    pub write: bool,
+}
+
+/// Where the time of one service went. All times in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Service {
+    /// Total service time: what disk busy time adds up.
+    pub total_ns: u64,
+    pub overhead_ns: u64,
+    pub seek_ns: u64,
+    pub rotate_ns: u64,
+    pub transfer_ns: u64,
+    /// Cylinders the head travelled (0 for SSDs and cache hits).
+    pub seek_cylinders: u64,
+    /// Served from the on-board cache without touching the media.
+    pub cache_hit: bool,
+}
+
+/// A device that serves one request at a time.
+pub trait Device: Send {
+    /// A short name for reports, e.g. "hdd:barracuda".
+    fn name(&self) -> &str;
+    /// Capacity in 512-byte sectors.
+    fn capacity_sectors(&self) -> u64;
+    /// Serves `req` starting at `start_ns` (the device is idle then) and moves the device's
+    /// state (head position, spindle angle is a function of time, cache contents) to where
+    /// the request leaves it.
+    fn service(&mut self, start_ns: u64, req: &DevRequest) -> Service;
+    /// Estimated service time of `req` if it started at `start_ns`, without changing state;
+    /// used by schedulers (SSTF) and by RAID-1 to pick the copy that finishes first.
+    fn estimate_ns(&self, start_ns: u64, req: &DevRequest) -> u64;
+    /// A position key that orders requests the way the head sweeps (the cylinder for an
+    /// HDD, the sector for others); C-LOOK and SSTF sort by it.
+    fn position_key(&self, sector: u64) -> u64;
+    /// The position key where the head is now.
+    fn head_key(&self) -> u64;
+    /// Energy in joules spent over `elapsed_ns` of wall time, of which the services so far
+    /// were busy; `None` when the model has no power figures.
+    fn energy_j(&self, elapsed_ns: u64) -> Option<f64>;
+}
+
+/// One member I/O of an array request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MemberIo {
+    /// This I/O at this member.
+    At { member: usize, req: DevRequest },
+    /// The same data on any of these members (RAID-1 reads): the simulator sends it to
+    /// the one that would finish first.
+    AnyOf(Vec<(usize, DevRequest)>),
+}
+
+/// The member I/Os of one logical request: phases run in order, the I/Os of one phase in
+/// parallel (RAID-5 small write: read old data and parity, then write both).
+pub type Phases = Vec<Vec<MemberIo>>;
+
+/// How logical sectors land on member devices.
+pub trait Array: Send {
+    fn name(&self) -> &str;
+    /// Logical capacity in sectors.
+    fn capacity_sectors(&self) -> u64;
+    fn members(&self) -> usize;
+    /// The member I/Os `req` costs.
+    fn map(&self, req: &DevRequest) -> Phases;
+}
