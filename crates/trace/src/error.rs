@@ -48,7 +48,9 @@ pub enum TraceError {
         line: u64,
         error: FieldError,
     },
-    #[error("{path}: more than {limit} bad lines (--skip-bad {limit}); the last: line {line}: {error}")]
+    #[error(
+        "{path}: more than {limit} bad lines (--skip-bad {limit}); the last: line {line}: {error}"
+    )]
     TooManyBadLines {
         path: PathBuf,
         limit: usize,

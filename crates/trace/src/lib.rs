@@ -9,6 +9,7 @@
 pub mod columnar;
 pub mod error;
 pub mod format;
+pub mod parquet;
 pub mod reader;
 pub mod request;
 

@@ -3,15 +3,17 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use crate::error::{BadLine, FieldError, TraceError};
 use crate::format::{self, LineFormat, ParseState, Parsed};
+use crate::parquet::ParquetRows;
 use crate::request::{Commands, Request};
 
 /// How many non-empty lines `auto` looks at.
-const SNIFF_LINES: usize = 32;
+/// (blkreplay's license preamble runs to 58 lines before the first request.)
+const SNIFF_LINES: usize = 128;
 
 /// Which format to read a file as.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -53,23 +55,35 @@ pub fn open_decompressed(path: &Path) -> Result<Box<dyn BufRead + Send>, TraceEr
         path: path.to_path_buf(),
         source,
     };
-    let mut file = BufReader::with_capacity(1 << 20, File::open(path).map_err(io)?);
-    let magic = file.fill_buf().map_err(io)?;
+    let file = BufReader::with_capacity(1 << 20, File::open(path).map_err(io)?);
+    decompressed(Box::new(file)).map_err(io)
+}
+
+/// Wraps `input` in a gzip or zstd decoder when its first bytes are that format's magic.
+pub fn decompressed(
+    mut input: Box<dyn BufRead + Send>,
+) -> std::io::Result<Box<dyn BufRead + Send>> {
+    let magic = input.fill_buf()?;
     Ok(if magic.starts_with(&[0x1f, 0x8b]) {
         Box::new(BufReader::with_capacity(
             1 << 20,
-            flate2::read::MultiGzDecoder::new(file),
+            flate2::read::MultiGzDecoder::new(input),
         ))
     } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
-        let dec = zstd::stream::read::Decoder::with_buffer(file).map_err(io)?;
+        let dec = zstd::stream::read::Decoder::with_buffer(input)?;
         Box::new(BufReader::with_capacity(1 << 20, dec))
     } else {
-        Box::new(file)
+        input
     })
 }
 
+/// Parquet files start (and end) with these four bytes.
+const PARQUET_MAGIC: &[u8] = b"PAR1";
+const PARQUET: &str = "parquet";
+
 enum Backend {
     Lines(LineBackend),
+    Parquet(Box<ParquetRows>),
 }
 
 struct LineBackend {
@@ -91,27 +105,96 @@ pub struct TraceReader {
     requests: u64,
 }
 
-impl TraceReader {
-    /// Opens a trace. With [`FormatChoice::Auto`] the format is sniffed from the first
-    /// lines; a file no format claims is an error that lists the formats.
-    pub fn open(path: impl AsRef<Path>, opts: &ReadOptions) -> Result<TraceReader, TraceError> {
-        let path = path.as_ref().to_path_buf();
-        let named = match &opts.format {
-            FormatChoice::Auto => None,
-            FormatChoice::Named(n) => Some(format::by_name(n).ok_or_else(|| {
-                TraceError::UnknownFormat {
+/// What `--format` asked for: a line format, Parquet, or sniffing.
+enum Wanted {
+    Line(&'static dyn LineFormat),
+    Parquet,
+    Sniff,
+}
+
+fn wanted(choice: &FormatChoice) -> Result<Wanted, TraceError> {
+    match choice {
+        FormatChoice::Auto => Ok(Wanted::Sniff),
+        FormatChoice::Named(n) if n == PARQUET => Ok(Wanted::Parquet),
+        FormatChoice::Named(n) => {
+            format::by_name(n)
+                .map(Wanted::Line)
+                .ok_or_else(|| TraceError::UnknownFormat {
                     name: n.clone(),
                     supported: supported_formats(),
-                }
-            })?),
+                })
+        }
+    }
+}
+
+impl TraceReader {
+    /// Opens a trace. With [`FormatChoice::Auto`] the format is sniffed from the first
+    /// lines (Parquet from its magic); a file no format claims is an error that lists the
+    /// formats.
+    pub fn open(path: impl AsRef<Path>, opts: &ReadOptions) -> Result<TraceReader, TraceError> {
+        let path = path.as_ref().to_path_buf();
+        let wanted = wanted(&opts.format)?;
+        let io = |source| TraceError::Io {
+            path: path.clone(),
+            source,
         };
-        let mut input = open_decompressed(&path)?;
+        let mut file = BufReader::with_capacity(1 << 20, File::open(&path).map_err(io)?);
+        let is_parquet = file.fill_buf().map_err(io)?.starts_with(PARQUET_MAGIC);
+        if matches!(wanted, Wanted::Parquet) || (is_parquet && matches!(wanted, Wanted::Sniff)) {
+            let rows = ParquetRows::open(file.into_inner(), &path)?;
+            return Ok(Self::with_backend(
+                path,
+                Backend::Parquet(Box::new(rows)),
+                opts,
+            ));
+        }
+        let input = decompressed(Box::new(file)).map_err(io)?;
+        Self::from_lines(input, path, wanted, opts)
+    }
+
+    /// Reads a trace from any byte stream (a pipe, memory, a fuzzer's input); `name` stands
+    /// for the file in messages. Compression and Parquet are recognised as in [`open`]
+    /// (Parquet is read into memory first, since it is read from its end).
+    ///
+    /// [`open`]: TraceReader::open
+    pub fn from_reader(
+        mut input: Box<dyn BufRead + Send>,
+        name: impl Into<PathBuf>,
+        opts: &ReadOptions,
+    ) -> Result<TraceReader, TraceError> {
+        let path = name.into();
+        let wanted = wanted(&opts.format)?;
+        let io = |source| TraceError::Io {
+            path: path.clone(),
+            source,
+        };
+        let is_parquet = input.fill_buf().map_err(io)?.starts_with(PARQUET_MAGIC);
+        if matches!(wanted, Wanted::Parquet) || (is_parquet && matches!(wanted, Wanted::Sniff)) {
+            let mut bytes = Vec::new();
+            input.read_to_end(&mut bytes).map_err(io)?;
+            let rows = ParquetRows::open(bytes::Bytes::from(bytes), &path)?;
+            return Ok(Self::with_backend(
+                path,
+                Backend::Parquet(Box::new(rows)),
+                opts,
+            ));
+        }
+        let input = decompressed(input).map_err(io)?;
+        Self::from_lines(input, path, wanted, opts)
+    }
+
+    fn from_lines(
+        mut input: Box<dyn BufRead + Send>,
+        path: PathBuf,
+        wanted: Wanted,
+        opts: &ReadOptions,
+    ) -> Result<TraceReader, TraceError> {
         let mut pending = VecDeque::new();
         let mut line_no = 0;
         let mut buf = Vec::new();
-        let format = match named {
-            Some(f) => f,
-            None => {
+        let format = match wanted {
+            Wanted::Line(f) => f,
+            _ => {
                 while pending.len() < SNIFF_LINES {
                     let Some(line) = read_line(&mut input, &mut buf, &path, line_no + 1)? else {
                         break;
@@ -119,23 +202,28 @@ impl TraceReader {
                     line_no += 1;
                     pending.push_back((line_no, line));
                 }
-                sniff(&path, &pending)?
+                sniff(&path, &pending, format::formats())?
             }
         };
-        Ok(TraceReader {
+        let backend = Backend::Lines(LineBackend {
+            input,
+            format,
+            state: ParseState::default(),
+            pending,
+            buf,
+            line_no,
+        });
+        Ok(Self::with_backend(path, backend, opts))
+    }
+
+    fn with_backend(path: PathBuf, backend: Backend, opts: &ReadOptions) -> TraceReader {
+        TraceReader {
             path,
-            backend: Backend::Lines(LineBackend {
-                input,
-                format,
-                state: ParseState::default(),
-                pending,
-                buf,
-                line_no,
-            }),
+            backend,
             skip_bad: opts.skip_bad,
             bad: Vec::new(),
             requests: 0,
-        })
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -146,6 +234,7 @@ impl TraceReader {
     pub fn format_name(&self) -> &'static str {
         match &self.backend {
             Backend::Lines(b) => b.format.name(),
+            Backend::Parquet(_) => PARQUET,
         }
     }
 
@@ -153,10 +242,11 @@ impl TraceReader {
     pub fn commands(&self) -> &Commands {
         match &self.backend {
             Backend::Lines(b) => &b.state.commands,
+            Backend::Parquet(p) => &p.commands,
         }
     }
 
-    /// Lines skipped under `--skip-bad`, in file order.
+    /// Lines skipped under `--skip-bad`, in file order (for Parquet, row numbers from 1).
     pub fn bad_lines(&self) -> &[BadLine] {
         &self.bad
     }
@@ -169,11 +259,12 @@ impl TraceReader {
     /// The next request, `None` at the end of the trace.
     pub fn next_request(&mut self) -> Result<Option<Request>, TraceError> {
         loop {
-            let (line_no, parsed) = match &mut self.backend {
-                Backend::Lines(b) => match b.next_parsed(&self.path)? {
-                    None => return Ok(None),
-                    Some(x) => x,
-                },
+            let next = match &mut self.backend {
+                Backend::Lines(b) => b.next_parsed(&self.path)?,
+                Backend::Parquet(p) => p.next_parsed(&self.path)?,
+            };
+            let Some((line_no, parsed)) = next else {
+                return Ok(None);
             };
             match parsed {
                 Ok(Parsed::Request(r)) => {
@@ -227,12 +318,12 @@ impl Iterator for TraceReader {
     }
 }
 
+/// The next line (or Parquet row) of a backend: its number and what it held, or `None` at
+/// the end of the input.
+pub(crate) type NextParsed = Option<(u64, Result<Parsed, FieldError>)>;
+
 impl LineBackend {
-    #[allow(clippy::type_complexity)]
-    fn next_parsed(
-        &mut self,
-        path: &Path,
-    ) -> Result<Option<(u64, Result<Parsed, FieldError>)>, TraceError> {
+    fn next_parsed(&mut self, path: &Path) -> Result<NextParsed, TraceError> {
         if let Some((no, line)) = self.pending.pop_front() {
             return Ok(Some((no, self.format.parse(&line, &mut self.state))));
         }
@@ -263,10 +354,12 @@ fn read_line(
     line_no: u64,
 ) -> Result<Option<String>, TraceError> {
     buf.clear();
-    let n = input.read_until(b'\n', buf).map_err(|source| TraceError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let n = input
+        .read_until(b'\n', buf)
+        .map_err(|source| TraceError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
     if n == 0 {
         return Ok(None);
     }
@@ -279,7 +372,11 @@ fn read_line(
 }
 
 /// The one format that claims the first lines; `auto` never guesses between two.
-fn sniff(path: &Path, lines: &VecDeque<(u64, String)>) -> Result<&'static dyn LineFormat, TraceError> {
+fn sniff(
+    path: &Path,
+    lines: &VecDeque<(u64, String)>,
+    candidates: &[&'static dyn LineFormat],
+) -> Result<&'static dyn LineFormat, TraceError> {
     let sample: Vec<&str> = lines
         .iter()
         .map(|(_, l)| l.as_str())
@@ -290,7 +387,7 @@ fn sniff(path: &Path, lines: &VecDeque<(u64, String)>) -> Result<&'static dyn Li
             path: path.to_path_buf(),
         });
     }
-    let claims: Vec<&'static dyn LineFormat> = format::formats()
+    let claims: Vec<&'static dyn LineFormat> = candidates
         .iter()
         .copied()
         .filter(|f| f.sniff(&sample))

@@ -2,11 +2,27 @@
 //! [`formats`] (adding a format is one new file plus one line there).
 
 use crate::error::FieldError;
-use crate::request::{Commands, Request};
+use crate::request::{CommandId, Commands, Request};
 
+pub mod ascii;
+pub mod blkparse;
+pub mod blkreplay;
+pub mod cloudphysics;
+pub mod fiu;
+pub mod msr;
+pub mod msr_windows;
 pub mod native;
+pub mod spc;
 
+pub use ascii::Ascii;
+pub use blkparse::Blkparse;
+pub use blkreplay::Blkreplay;
+pub use cloudphysics::CloudPhysics;
+pub use fiu::Fiu;
+pub use msr::Msr;
+pub use msr_windows::MsrWindows;
 pub use native::Native;
+pub use spc::Spc;
 
 /// What a line turned out to hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,6 +37,30 @@ pub enum Parsed {
 pub struct ParseState {
     /// Command names interned so far.
     pub commands: Commands,
+    /// Formats with a preamble (blkreplay's license text, a CSV's column names): whether
+    /// the data lines have begun.
+    pub(crate) in_body: bool,
+    /// blkparse: a queue ('Q') event has been seen, so 'D' events no longer count.
+    pub(crate) queue_seen: bool,
+    /// blkparse: the per-CPU summary that ends blkparse's output has begun.
+    pub(crate) trailer: bool,
+    /// The last command interned and its id: consecutive lines mostly share a command, so
+    /// this spares a hash lookup per line on the hot path.
+    pub(crate) last_command: Option<(Box<str>, CommandId)>,
+}
+
+impl ParseState {
+    /// The id of `name`, interning it when new (see `last_command`).
+    pub fn intern(&mut self, name: &str) -> CommandId {
+        if let Some((last, id)) = &self.last_command {
+            if **last == *name {
+                return *id;
+            }
+        }
+        let id = self.commands.intern(name);
+        self.last_command = Some((name.into(), id));
+        id
+    }
 }
 
 /// A text trace format read one line at a time.
@@ -38,7 +78,32 @@ pub trait LineFormat: Send + Sync {
 
 /// Every line format, in the order `--format auto` tries them.
 pub fn formats() -> &'static [&'static dyn LineFormat] {
-    &[&Native]
+    &[
+        &Native,
+        &Blkparse,
+        &Fiu,
+        &Msr,
+        &Spc,
+        &Ascii,
+        &MsrWindows,
+        &Blkreplay,
+        &CloudPhysics,
+    ]
+}
+
+/// The usual strict sniff: every sample line parses (with one state carried along, so that
+/// preambles are understood) and at least one of them is a request.
+pub fn sniff_by_parsing(format: &dyn LineFormat, lines: &[&str]) -> bool {
+    let mut state = ParseState::default();
+    let mut requests = 0;
+    for line in lines {
+        match format.parse(line, &mut state) {
+            Ok(Parsed::Request(_)) => requests += 1,
+            Ok(Parsed::Skip) => {}
+            Err(_) => return false,
+        }
+    }
+    requests > 0
 }
 
 /// The format called `name`, if any.
@@ -70,6 +135,71 @@ pub mod field {
             return Err(FieldError::new(field, "a request of 0 sectors"));
         }
         Ok(n)
+    }
+
+    /// A non-negative decimal time (`123`, `0.000001850`) converted exactly (no floating
+    /// point) to nanoseconds: `scale_pow10` is 9 for seconds, 6 for milliseconds. Digits
+    /// finer than a nanosecond are dropped.
+    pub fn decimal_ns(
+        field: &'static str,
+        s: Option<&str>,
+        scale_pow10: u32,
+    ) -> Result<u64, FieldError> {
+        let s = s.ok_or_else(|| FieldError::new(field, "missing"))?;
+        let bad = || FieldError::new(field, format!("'{s}' is not a non-negative decimal number"));
+        let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+        let digits = |t: &str| t.bytes().all(|b| b.is_ascii_digit());
+        if int.is_empty() || !digits(int) || !digits(frac) || (s.contains('.') && frac.is_empty()) {
+            return Err(bad());
+        }
+        let too_big = || FieldError::new(field, format!("'{s}' is too large for a time in ns"));
+        let mut ns: u64 = int.parse().map_err(|_| too_big())?;
+        ns = ns.checked_mul(10u64.pow(scale_pow10)).ok_or_else(too_big)?;
+        let mut frac_ns = 0u64;
+        for (i, d) in frac.bytes().take(scale_pow10 as usize).enumerate() {
+            frac_ns += u64::from(d - b'0') * 10u64.pow(scale_pow10 - 1 - i as u32);
+        }
+        ns.checked_add(frac_ns).ok_or_else(too_big)
+    }
+
+    /// A length in bytes as whole sectors, rounded up (a trace that says 100 bytes touched
+    /// the whole sector). Zero is an error.
+    pub fn bytes_as_sectors(field: &'static str, s: Option<&str>) -> Result<u32, FieldError> {
+        let bytes = u64(field, s)?;
+        if bytes == 0 {
+            return Err(FieldError::new(field, "a request of 0 bytes"));
+        }
+        let sectors = bytes.div_ceil(crate::request::SECTOR_BYTES);
+        u32::try_from(sectors).map_err(|_| {
+            FieldError::new(field, format!("{bytes} bytes is too large for one request"))
+        })
+    }
+
+    /// A byte offset that must fall on a sector boundary, as a sector number.
+    pub fn byte_offset_as_sector(field: &'static str, s: Option<&str>) -> Result<u64, FieldError> {
+        let bytes = u64(field, s)?;
+        if bytes % crate::request::SECTOR_BYTES != 0 {
+            return Err(FieldError::new(
+                field,
+                format!("byte offset {bytes} is not a multiple of 512 (a sector)"),
+            ));
+        }
+        Ok(bytes / crate::request::SECTOR_BYTES)
+    }
+
+    /// Linux's device number encoding, `major << 20 | minor` (the kernel's `MKDEV`, 12-bit
+    /// major and 20-bit minor), so that one u32 names a device.
+    pub fn linux_device(major: u32, minor: u32) -> Result<u32, FieldError> {
+        if major >= 1 << 12 {
+            return Err(FieldError::new("major", format!("{major} is above 4095")));
+        }
+        if minor >= 1 << 20 {
+            return Err(FieldError::new(
+                "minor",
+                format!("{minor} is above 1048575"),
+            ));
+        }
+        Ok(major << 20 | minor)
     }
 
     pub fn present<'a>(field: &'static str, s: Option<&'a str>) -> Result<&'a str, FieldError> {

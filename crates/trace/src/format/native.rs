@@ -28,18 +28,7 @@ impl LineFormat for Native {
     }
 
     fn sniff(&self, lines: &[&str]) -> bool {
-        let mut seen = 0;
-        for line in lines {
-            if line.starts_with('#') {
-                continue;
-            }
-            let mut state = ParseState::default();
-            if self.parse(line, &mut state).is_err() {
-                return false;
-            }
-            seen += 1;
-        }
-        seen > 0
+        super::sniff_by_parsing(self, lines)
     }
 
     fn parse(&self, line: &str, state: &mut ParseState) -> Result<Parsed, FieldError> {
@@ -58,7 +47,7 @@ impl LineFormat for Native {
         let command = if command == "-" {
             crate::request::NO_COMMAND
         } else {
-            state.commands.intern(command)
+            state.intern(command)
         };
         Ok(Parsed::Request(Request {
             ts_ns,
@@ -73,13 +62,22 @@ impl LineFormat for Native {
 }
 
 /// Writes one request as a native line (with its newline). Requests without a pid are
-/// written with pid 0, and without a command as "-".
+/// written with pid 0, and without a command as "-"; blanks inside a command become '_'
+/// (as the recorder does) so that the line stays six fields.
 pub fn write_line(
     out: &mut impl std::io::Write,
     req: &Request,
     command: &str,
 ) -> std::io::Result<()> {
-    let command = if command.is_empty() { "-" } else { command };
+    let owned;
+    let command = if command.is_empty() {
+        "-"
+    } else if command.contains(|c: char| c.is_ascii_whitespace()) {
+        owned = command.replace(|c: char| c.is_ascii_whitespace(), "_");
+        &owned
+    } else {
+        command
+    };
     writeln!(
         out,
         "{} {} {} {} {} {}",
