@@ -1,0 +1,177 @@
+//! What a policy decides: which file-system pages go where, in which order.
+//!
+//! A policy returns a [`Placement`] and performs nothing (DESIGN.md: policy is separate
+//! from mechanism); the layout crate turns it into a plan and the engine or simulator
+//! carries it out.
+
+use crate::master::{MasterGraph, VertexId};
+use rustc_hash::FxHashSet;
+use serde::{Deserialize, Serialize};
+use std::num::NonZeroU32;
+
+/// Inputs every policy shares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanParams {
+    /// Sectors per page: plans work in pages (DESIGN.md "Units"); 8 = 4 KiB.
+    pub page_sectors: NonZeroU32,
+    /// Size of the read cache (the region placed into), in pages; `None` = unbounded.
+    pub read_cache_pages: Option<u64>,
+    /// A vertex joins a group only if its connection to the group weighs at least this,
+    /// and starts one only if one of its edges does (seed 000 §4.3: stop when "the edges
+    /// connecting to the unplaced vertices ... have weight below a chosen threshold").
+    /// 0 places every vertex, isolated ones as groups of their own.
+    pub min_edge_weight: u64,
+    /// dlr-seq / dlr-frag: score a candidate only against the `k_window` left-most (for its
+    /// outgoing edges) or right-most (for its incoming edges) placed vertices (seed 002 §4,
+    /// the refinement after the example). 0 = against the whole placed list, as in Figure 6.
+    pub k_window: usize,
+}
+
+impl Default for PlanParams {
+    fn default() -> Self {
+        PlanParams {
+            page_sectors: NonZeroU32::new(8).expect("8 is not zero"),
+            read_cache_pages: None,
+            min_edge_weight: 1,
+            k_window: 0,
+        }
+    }
+}
+
+impl PlanParams {
+    pub fn page_sectors(&self) -> u64 {
+        u64::from(self.page_sectors.get())
+    }
+}
+
+/// Where [`PlacedRange::target`] points.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TargetSpace {
+    /// Targets are read-cache slots (page index from the start of the BOPT read cache).
+    ReadCache,
+    /// Targets are file-system pages of the data area itself: the placement permutes the
+    /// pages the workload already uses, with no extra region (dlr-frag, seed 002 §6.1).
+    DataArea,
+}
+
+/// `pages` consecutive FS pages from `fs_page`, to go to `target .. target + pages`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlacedRange {
+    pub fs_page: u64,
+    pub pages: u64,
+    pub target: u64,
+}
+
+/// The ordered page ranges a policy chose. Ranges come in placement order; no FS page
+/// appears twice and no target page is used twice.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    pub policy: String,
+    pub page_sectors: u32,
+    pub space: TargetSpace,
+    pub ranges: Vec<PlacedRange>,
+}
+
+impl Placement {
+    pub fn empty(policy: &str, params: &PlanParams) -> Placement {
+        Placement {
+            policy: policy.to_string(),
+            page_sectors: params.page_sectors.get(),
+            space: TargetSpace::ReadCache,
+            ranges: Vec::new(),
+        }
+    }
+    /// Total pages placed.
+    pub fn pages(&self) -> u64 {
+        self.ranges.iter().map(|r| r.pages).sum()
+    }
+    /// Every (FS page, target page) pair in order.
+    pub fn page_pairs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.ranges
+            .iter()
+            .flat_map(|r| (0..r.pages).map(move |i| (r.fs_page + i, r.target + i)))
+    }
+    /// The FS pages in placement order.
+    pub fn fs_pages(&self) -> Vec<u64> {
+        self.page_pairs().map(|p| p.0).collect()
+    }
+    /// Appends a range, merging it into the previous one when both sides continue it.
+    pub(crate) fn push(&mut self, fs_page: u64, pages: u64, target: u64) {
+        if pages == 0 {
+            return;
+        }
+        if let Some(last) = self.ranges.last_mut() {
+            if last.fs_page + last.pages == fs_page && last.target + last.pages == target {
+                last.pages += pages;
+                return;
+            }
+        }
+        self.ranges.push(PlacedRange {
+            fs_page,
+            pages,
+            target,
+        });
+    }
+}
+
+/// Pages of master vertices, each counted once: neighbouring vertices that are not page
+/// aligned share their boundary page, and only the first vertex to claim it gets it.
+/// Only pages at an unaligned start or end can be shared (vertices are disjoint), so only
+/// those are remembered.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PageClaims {
+    page_sectors: u64,
+    shared: FxHashSet<u64>,
+}
+
+impl PageClaims {
+    pub fn new(page_sectors: u64) -> PageClaims {
+        PageClaims {
+            page_sectors,
+            shared: FxHashSet::default(),
+        }
+    }
+
+    /// The pages `[first, end)` of `v` not yet claimed (a shared page can only be at
+    /// either end, so the rest stays one range), without claiming them.
+    pub fn unclaimed(&self, g: &MasterGraph, v: VertexId) -> (u64, u64) {
+        let (first, end, head, tail) = self.span(g, v);
+        let mut lo = first;
+        let mut hi = end;
+        if head && self.shared.contains(&first) {
+            lo += 1;
+        }
+        if tail && hi > lo && self.shared.contains(&(end - 1)) {
+            hi -= 1;
+        }
+        (lo, hi.max(lo))
+    }
+
+    /// Claims the pages of `v`, returning the range that was still free.
+    pub fn claim(&mut self, g: &MasterGraph, v: VertexId) -> (u64, u64) {
+        let range = self.unclaimed(g, v);
+        let (first, end, head, tail) = self.span(g, v);
+        if head {
+            self.shared.insert(first);
+        }
+        if tail {
+            self.shared.insert(end - 1);
+        }
+        range
+    }
+
+    /// Page span of `v` and whether its first / last page may be shared.
+    fn span(&self, g: &MasterGraph, v: VertexId) -> (u64, u64, bool, bool) {
+        let e = g.vertex(v).extent;
+        let ps = self.page_sectors;
+        let first = e.start_sector / ps;
+        let end = e.end_sector().div_ceil(ps);
+        (
+            first,
+            end,
+            !e.start_sector.is_multiple_of(ps),
+            !e.end_sector().is_multiple_of(ps),
+        )
+    }
+}

@@ -1,0 +1,80 @@
+//! Layout policies: each turns the master access graph into a [`Placement`].
+//!
+//! Adding a policy is one new file here plus one line in [`POLICIES`].
+
+mod borg;
+mod dlr_frag;
+mod dlr_seq;
+mod hot;
+mod vanilla;
+
+pub use borg::Borg;
+pub use dlr_frag::DlrFrag;
+pub use dlr_seq::DlrSeq;
+pub use hot::Hot;
+pub use vanilla::Vanilla;
+
+use crate::master::{MasterGraph, VertexId};
+use crate::placement::{PageClaims, Placement, PlanParams};
+
+/// A layout policy: decides, never moves data.
+pub trait Policy: Sync {
+    /// The name used on the command line and in reports.
+    fn name(&self) -> &'static str;
+    /// One line for `--help` and reports: what it does and which seed it follows.
+    fn about(&self) -> &'static str;
+    fn plan(&self, graph: &MasterGraph, params: &PlanParams) -> Placement;
+}
+
+/// Every policy, in the order reports list them.
+static POLICIES: &[&dyn Policy] = &[&Vanilla, &Hot, &Borg, &DlrSeq, &DlrFrag];
+
+pub fn policies() -> &'static [&'static dyn Policy] {
+    POLICIES
+}
+
+/// A policy name nobody registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown policy `{name}` (known: {known})")]
+pub struct UnknownPolicy {
+    pub name: String,
+    pub known: String,
+}
+
+pub fn by_name(name: &str) -> Result<&'static dyn Policy, UnknownPolicy> {
+    POLICIES
+        .iter()
+        .copied()
+        .find(|p| p.name() == name)
+        .ok_or_else(|| UnknownPolicy {
+            name: name.to_string(),
+            known: POLICIES
+                .iter()
+                .map(|p| p.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// The page range each vertex of `order` contributes, in order, each page once.
+pub(crate) fn claim_pages(
+    graph: &MasterGraph,
+    order: impl IntoIterator<Item = VertexId>,
+    params: &PlanParams,
+) -> Vec<(u64, u64)> {
+    let mut claims = PageClaims::new(params.page_sectors());
+    order.into_iter().map(|v| claims.claim(graph, v)).collect()
+}
+
+/// Page ranges laid one after another in the read cache from slot `first_slot`.
+pub(crate) fn place_consecutively(
+    placement: &mut Placement,
+    spans: &[(u64, u64)],
+    first_slot: u64,
+) {
+    let mut slot = first_slot;
+    for &(lo, hi) in spans {
+        placement.push(lo, hi - lo, slot);
+        slot += hi - lo;
+    }
+}
