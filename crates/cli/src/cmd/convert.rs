@@ -1,8 +1,164 @@
-//! `reblock convert` (being built).
+//! `reblock convert`: any supported trace to Parquet (for pandas, polars, DuckDB, Spark) or
+//! to native text (seed 002's profiler format), streaming in bounded memory.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use reblock_trace::format::native::write_line;
+use reblock_trace::parquet::ParquetWriter;
+use reblock_trace::{Commands, Request, TraceError, TraceReader};
+
+use crate::input::{report_bad_lines, TraceInput};
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutFormat {
+    /// Columnar Parquet (zstd), one row per request.
+    Parquet,
+    /// Native text: `<ts_ns> <pid> <command> <sector> <sectors> <R|W>` per line.
+    Native,
+}
+
+impl OutFormat {
+    fn name(self) -> &'static str {
+        match self {
+            OutFormat::Parquet => "parquet",
+            OutFormat::Native => "native",
+        }
+    }
+
+    /// `.parquet` means Parquet; any other name native text.
+    fn from_extension(path: &Path) -> OutFormat {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(e) if e.eq_ignore_ascii_case("parquet") => OutFormat::Parquet,
+            _ => OutFormat::Native,
+        }
+    }
+}
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    #[command(flatten)]
+    pub input: TraceInput,
+    /// Output file: `.parquet` is written as Parquet, any other name as native text.
+    pub out: PathBuf,
+    /// Output format, overriding what OUT's extension says.
+    #[arg(long, value_enum)]
+    pub to: Option<OutFormat>,
+    /// Print the summary as one JSON object on stdout (for scripts).
+    #[arg(long)]
+    pub json: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("'reblock convert' is not built yet")
+enum Sink {
+    Parquet(Box<ParquetWriter<File>>),
+    Native(BufWriter<File>),
+}
+
+impl Sink {
+    fn create(path: &Path, format: OutFormat) -> Result<Sink> {
+        Ok(match format {
+            OutFormat::Parquet => Sink::Parquet(Box::new(ParquetWriter::create(path)?)),
+            OutFormat::Native => {
+                let file = File::create(path).with_context(|| format!("{}", path.display()))?;
+                Sink::Native(BufWriter::with_capacity(1 << 20, file))
+            }
+        })
+    }
+
+    fn push(&mut self, r: Request, commands: &Commands, path: &Path) -> Result<()> {
+        match self {
+            Sink::Parquet(w) => w.push(r, commands)?,
+            Sink::Native(w) => write_line(w, &r, commands.name(r.command))
+                .with_context(|| format!("{}", path.display()))?,
+        }
+        Ok(())
+    }
+
+    fn finish(self, commands: &Commands, path: &Path) -> Result<()> {
+        match self {
+            Sink::Parquet(w) => {
+                w.finish(commands)?;
+            }
+            Sink::Native(mut w) => w.flush().with_context(|| format!("{}", path.display()))?,
+        }
+        Ok(())
+    }
+}
+
+fn spinner() -> ProgressBar {
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {human_pos} requests converted ({per_sec})")
+            .expect("valid template"),
+    );
+    bar
+}
+
+/// Streams every request of `reader` into `sink`; returns how many.
+fn copy(reader: &mut TraceReader, sink: &mut Sink, out: &Path) -> Result<u64> {
+    let bar = spinner();
+    let mut n = 0u64;
+    while let Some(r) = reader.next_request()? {
+        sink.push(r, reader.commands(), out)?;
+        n += 1;
+        if n % 65_536 == 0 {
+            bar.set_position(n);
+        }
+    }
+    bar.finish_and_clear();
+    Ok(n)
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let to = args
+        .to
+        .unwrap_or_else(|| OutFormat::from_extension(&args.out));
+    let mut reader = args.input.open()?;
+    let mut sink = Sink::create(&args.out, to)?;
+    let result = copy(&mut reader, &mut sink, &args.out).and_then(|n| {
+        sink.finish(reader.commands(), &args.out)?;
+        Ok(n)
+    });
+    let requests = match result {
+        Ok(0) => Err(TraceError::Empty {
+            path: reader.path().to_path_buf(),
+        }
+        .into()),
+        other => other,
+    }
+    .inspect_err(|_| {
+        let _ = std::fs::remove_file(&args.out);
+    })?;
+    report_bad_lines(&reader);
+    summarize(&args, &reader, requests, to)
+}
+
+fn summarize(args: &Args, reader: &TraceReader, requests: u64, to: OutFormat) -> Result<()> {
+    if args.json {
+        let v = serde_json::json!({
+            "requests": requests,
+            "input": reader.path(),
+            "input_format": reader.format_name(),
+            "output": args.out,
+            "output_format": to.name(),
+            "bad_lines": reader.bad_lines().len(),
+        });
+        println!("{v}");
+    } else {
+        println!(
+            "converted {requests} requests from {} ({}) to {} ({}){}",
+            reader.path().display(),
+            reader.format_name(),
+            args.out.display(),
+            to.name(),
+            match reader.bad_lines().len() {
+                0 => String::new(),
+                n => format!("; skipped {n} malformed line(s)"),
+            }
+        );
+    }
+    Ok(())
 }
