@@ -13,6 +13,7 @@ pub mod msr;
 pub mod msr_windows;
 pub mod native;
 pub mod spc;
+pub mod tracefs;
 
 pub use ascii::Ascii;
 pub use blkparse::Blkparse;
@@ -88,6 +89,7 @@ pub fn formats() -> &'static [&'static dyn LineFormat] {
         &MsrWindows,
         &Blkreplay,
         &CloudPhysics,
+        &tracefs::Tracefs,
     ]
 }
 
