@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::io::{self, BufReader};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::FileTypeExt;
+use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -91,13 +92,14 @@ struct Shared {
 
 /// A bound, not yet serving, server.
 pub struct Server {
-    listener: Listener,
+    listener: Arc<Listener>,
     endpoint: Listen,
     shared: Arc<Shared>,
 }
 
 /// A serving server; [`RunningServer::shutdown`] stops it cleanly.
 pub struct RunningServer {
+    listener: Arc<Listener>,
     endpoint: Listen,
     shared: Arc<Shared>,
     accept: Option<JoinHandle<()>>,
@@ -134,7 +136,7 @@ impl Server {
             live: Mutex::new(HashMap::new()),
         });
         Ok(Server {
-            listener,
+            listener: Arc::new(listener),
             endpoint,
             shared,
         })
@@ -153,11 +155,12 @@ impl Server {
     /// Starts accepting on a background thread.
     pub fn start(self) -> io::Result<RunningServer> {
         let shared = Arc::clone(&self.shared);
-        let listener = self.listener;
+        let listener = Arc::clone(&self.listener);
         let accept = std::thread::Builder::new()
             .name("nbd-accept".into())
-            .spawn(move || accept_loop(listener, &shared))?;
+            .spawn(move || accept_loop(&listener, &shared))?;
         Ok(RunningServer {
+            listener: self.listener,
             endpoint: self.endpoint,
             shared: self.shared,
             accept: Some(accept),
@@ -188,9 +191,9 @@ fn remove_stale_socket(path: &Path) -> io::Result<()> {
     }
 }
 
-fn accept_loop(listener: Listener, shared: &Arc<Shared>) {
+fn accept_loop(listener: &Listener, shared: &Arc<Shared>) {
     loop {
-        let accepted = match &listener {
+        let accepted = match listener {
             Listener::Unix(l) => l.accept().map(|(s, _)| Stream::Unix(s)),
             Listener::Tcp(l) => l.accept().map(|(s, _)| {
                 // Replies are written whole; waiting to coalesce them only adds latency.
@@ -282,7 +285,14 @@ impl RunningServer {
             return;
         };
         self.shared.stopping.store(true, Ordering::SeqCst);
-        // Wake the blocking accept with a connection of our own.
+        // Wake the blocking accept: shutting the listening socket down makes accept fail
+        // on Linux; a connection of our own covers the rest (the socket path may be gone).
+        let fd = match &*self.listener {
+            Listener::Unix(l) => l.as_raw_fd(),
+            Listener::Tcp(l) => l.as_raw_fd(),
+        };
+        // SAFETY: the fd stays open: self.listener keeps the listener alive.
+        unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
         let _ = match &self.endpoint {
             Listen::Unix(p) => UnixStream::connect(p).map(drop),
             Listen::Tcp(a) => TcpStream::connect(wake_addr(*a)).map(drop),
