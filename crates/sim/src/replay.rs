@@ -1,0 +1,584 @@
+//! The event-driven replay core: arrivals (open loop at the trace's pace sped up, or a
+//! closed loop holding N requests outstanding), per-member queues and schedulers, array
+//! requests split into phases of member I/Os, and the metrics of every completion.
+//!
+//! Memory is bounded by the requests outstanding, never by the trace's length: the
+//! source is pulled one submission at a time and completed requests are freed.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use reblock_device::{Array, DevRequest, Device, MemberIo};
+use slab::Slab;
+
+use crate::error::SimError;
+use crate::mapper::{Identity, Mapper};
+use crate::metrics::{Metrics, Phase, Report, Window};
+use crate::scheduler::{Queue, Queued, SchedulerKind, NO_OP};
+use crate::source::{Source, Submission};
+
+/// When requests arrive.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pacing {
+    /// At the trace's timestamps divided by `speed` (seed 000 §6.1 replays at 168x);
+    /// 1 is real time. Arrivals never wait for completions.
+    Open { speed: f64 },
+    /// `depth` requests outstanding at all times, timestamps ignored.
+    Closed { depth: usize },
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub pacing: Pacing,
+    pub scheduler: SchedulerKind,
+    /// Largest merged request in sectors; 0 disables merging.
+    pub max_merge_sectors: u32,
+    pub window: Option<Window>,
+    /// Fold addresses beyond the capacity back modulo the capacity instead of failing.
+    pub wrap: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            pacing: Pacing::Open { speed: 1.0 },
+            scheduler: SchedulerKind::Fcfs,
+            max_merge_sectors: 256,
+            window: None,
+            wrap: false,
+        }
+    }
+}
+
+/// One logical request, completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Completion {
+    pub number: u64,
+    pub phase: Phase,
+    pub write: bool,
+    /// Where it was served (after `--wrap`), in the array's logical space.
+    pub sector: u64,
+    pub sectors: u32,
+    /// The trace's device number.
+    pub trace_device: u32,
+    /// The first member that served any of it.
+    pub member: u32,
+    pub arrival_ns: u64,
+    /// When its first device I/O started.
+    pub start_ns: u64,
+    pub completion_ns: u64,
+    /// Its share of the service time of the device I/Os that served it (a merged I/O's
+    /// time is shared by sectors).
+    pub service_ns: u64,
+}
+
+/// Receives every completed request (per-request output, progress).
+pub trait Observer {
+    fn on_completion(&mut self, c: &Completion) -> Result<(), SimError>;
+}
+
+impl Observer for () {
+    fn on_completion(&mut self, _c: &Completion) -> Result<(), SimError> {
+        Ok(())
+    }
+}
+
+struct Logical {
+    sub: Submission,
+    arrival_ns: u64,
+    start_ns: u64,
+    service_ns: u64,
+    member: u32,
+    extents_left: usize,
+    window: u32,
+}
+
+/// One physical extent of a logical request, working through its array phases.
+struct Extent {
+    logical: usize,
+    phases: reblock_device::Phases,
+    phase: usize,
+    left: usize,
+}
+
+struct Op {
+    extent: usize,
+    sectors: u32,
+}
+
+struct InService {
+    io: Queued,
+    total_ns: u64,
+    done_ns: u64,
+}
+
+struct Member {
+    dev: Box<dyn Device>,
+    queue: Queue,
+    busy: Option<InService>,
+    prev_end: Option<u64>,
+    dirty: bool,
+    served_ns: u64,
+    served_ios: u64,
+}
+
+impl Member {
+    /// Expected wait before a new request could start: the rest of the current service
+    /// plus the queue at this member's mean service time so far.
+    fn backlog_ns(&self, now_ns: u64) -> u64 {
+        let rest = self.busy.as_ref().map_or(0, |b| b.done_ns - now_ns);
+        let mean = self.served_ns.checked_div(self.served_ios).unwrap_or(0);
+        rest + mean * self.queue.len() as u64
+    }
+}
+
+/// A replay of submissions on an array of modelled devices.
+pub struct Replay {
+    array: Box<dyn Array>,
+    members: Vec<Member>,
+    mapper: Box<dyn Mapper>,
+    config: Config,
+    logical: Slab<Logical>,
+    extents: Slab<Extent>,
+    ops: Slab<Op>,
+    /// Device completions: (time, member). At most one per member.
+    events: BinaryHeap<Reverse<(u64, usize)>>,
+    dirty: Vec<usize>,
+    metrics: Metrics,
+    ts0_ns: Option<u64>,
+    last_arrival_ns: u64,
+    last_completion_ns: u64,
+    admitted: u64,
+    /// Closed loop: completions not yet replaced by a new submission.
+    refill: usize,
+    scratch: Vec<DevRequest>,
+}
+
+impl Replay {
+    /// A replay of `array` over `devices` (its members, in member order).
+    pub fn new(
+        array: Box<dyn Array>,
+        devices: Vec<Box<dyn Device>>,
+        config: Config,
+    ) -> Result<Replay, SimError> {
+        if devices.len() != array.members() {
+            return Err(SimError::Config(format!(
+                "array {} has {} members but {} devices were given",
+                array.name(),
+                array.members(),
+                devices.len()
+            )));
+        }
+        match config.pacing {
+            Pacing::Open { speed } if !(speed.is_finite() && speed > 0.0) => {
+                return Err(SimError::Config(format!(
+                    "speed must be a positive number, not {speed}"
+                )))
+            }
+            Pacing::Closed { depth: 0 } => {
+                return Err(SimError::Config("queue depth must be at least 1".into()))
+            }
+            _ => {}
+        }
+        let names = devices.iter().map(|d| d.name().to_string()).collect();
+        let members = devices
+            .into_iter()
+            .map(|dev| Member {
+                dev,
+                queue: Queue::new(config.scheduler, config.max_merge_sectors),
+                busy: None,
+                prev_end: None,
+                dirty: false,
+                served_ns: 0,
+                served_ios: 0,
+            })
+            .collect();
+        Ok(Replay {
+            array,
+            members,
+            mapper: Box::new(Identity),
+            metrics: Metrics::new(names, config.window),
+            config,
+            logical: Slab::new(),
+            extents: Slab::new(),
+            ops: Slab::new(),
+            events: BinaryHeap::new(),
+            dirty: Vec::new(),
+            ts0_ns: None,
+            last_arrival_ns: 0,
+            last_completion_ns: 0,
+            admitted: 0,
+            refill: 0,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Replaces the identity layout with `mapper` (e.g. the layout's indirector).
+    pub fn with_mapper(mut self, mapper: Box<dyn Mapper>) -> Replay {
+        self.mapper = mapper;
+        self
+    }
+
+    /// Replays every submission of `source`, telling `observer` of each completion, and
+    /// returns the metrics.
+    pub fn run(
+        mut self,
+        source: &mut dyn Source,
+        observer: &mut dyn Observer,
+    ) -> Result<Report, SimError> {
+        match self.config.pacing {
+            Pacing::Open { speed } => self.run_open(speed, source, observer)?,
+            Pacing::Closed { depth } => self.run_closed(depth, source, observer)?,
+        }
+        let makespan_ns = self.last_completion_ns;
+        let merged = self.members.iter().map(|m| m.queue.merges()).sum();
+        let energy = self
+            .members
+            .iter()
+            .map(|m| m.dev.energy_j(makespan_ns))
+            .collect();
+        Ok(self.metrics.report(makespan_ns, merged, energy))
+    }
+
+    fn run_open(
+        &mut self,
+        speed: f64,
+        source: &mut dyn Source,
+        observer: &mut dyn Observer,
+    ) -> Result<(), SimError> {
+        let mut next = self.pull_open(speed, source)?;
+        loop {
+            let t_dev = self.events.peek().map(|Reverse((t, _))| *t);
+            let t_arr = next.as_ref().map(|(t, _)| *t);
+            let now_ns = match (t_dev, t_arr) {
+                (Some(d), Some(a)) => d.min(a),
+                (Some(t), None) | (None, Some(t)) => t,
+                (None, None) => return Ok(()),
+            };
+            self.complete_at(now_ns, observer)?;
+            // Everything arriving at the same instant is queued before any dispatch, so
+            // the scheduler sees the whole batch.
+            while let Some((at_ns, sub)) = next.take_if(|(at, _)| *at == now_ns) {
+                self.admit(sub, at_ns, observer)?;
+                next = self.pull_open(speed, source)?;
+            }
+            self.dispatch_dirty(now_ns);
+        }
+    }
+
+    /// The next submission and its arrival: trace time since the first request divided
+    /// by the speed-up, never before the previous arrival (traces are not always sorted).
+    fn pull_open(
+        &mut self,
+        speed: f64,
+        source: &mut dyn Source,
+    ) -> Result<Option<(u64, Submission)>, SimError> {
+        let Some(sub) = source.next_submission()? else {
+            return Ok(None);
+        };
+        let ts0 = *self.ts0_ns.get_or_insert(sub.ts_ns);
+        let at_ns = (sub.ts_ns.saturating_sub(ts0) as f64 / speed) as u64;
+        self.last_arrival_ns = self.last_arrival_ns.max(at_ns);
+        Ok(Some((self.last_arrival_ns, sub)))
+    }
+
+    fn run_closed(
+        &mut self,
+        depth: usize,
+        source: &mut dyn Source,
+        observer: &mut dyn Observer,
+    ) -> Result<(), SimError> {
+        self.refill = depth;
+        let mut now_ns = 0;
+        loop {
+            while self.refill > 0 {
+                let Some(sub) = source.next_submission()? else {
+                    self.refill = 0;
+                    break;
+                };
+                self.refill -= 1;
+                self.admit(sub, now_ns, observer)?;
+            }
+            self.dispatch_dirty(now_ns);
+            let Some(&Reverse((t, _))) = self.events.peek() else {
+                return Ok(());
+            };
+            now_ns = t;
+            self.complete_at(now_ns, observer)?;
+        }
+    }
+
+    /// Completes every device I/O finishing at `now_ns`.
+    fn complete_at(&mut self, now_ns: u64, observer: &mut dyn Observer) -> Result<(), SimError> {
+        while let Some(&Reverse((t, member))) = self.events.peek() {
+            if t != now_ns {
+                break;
+            }
+            self.events.pop();
+            self.complete_io(member, now_ns, observer)?;
+        }
+        Ok(())
+    }
+
+    /// Where `sub` is served: as addressed, or folded modulo the capacity with `--wrap`.
+    fn place(&self, sub: &Submission) -> Result<DevRequest, SimError> {
+        let cap = self.array.capacity_sectors();
+        let r = sub.req;
+        let end = r.sector.checked_add(u64::from(r.sectors));
+        if end.is_some_and(|e| e <= cap) {
+            return Ok(r);
+        }
+        if !self.config.wrap {
+            return Err(SimError::BeyondCapacity {
+                number: sub.number,
+                sector: r.sector,
+                end_sector: r.sector.saturating_add(u64::from(r.sectors)),
+                capacity_sectors: cap,
+            });
+        }
+        let n = u64::from(r.sectors);
+        if n > cap {
+            return Err(SimError::LargerThanDevice {
+                number: sub.number,
+                sectors: r.sectors,
+                capacity_sectors: cap,
+            });
+        }
+        // A request straddling the end is moved back whole rather than split: a split
+        // would invent a seek the workload never made.
+        let sector = (r.sector % cap).min(cap - n);
+        Ok(DevRequest { sector, ..r })
+    }
+}
+
+impl Replay {
+    /// A submission arrives at `now_ns`: map it to extents and issue their first phases.
+    fn admit(
+        &mut self,
+        sub: Submission,
+        now_ns: u64,
+        observer: &mut dyn Observer,
+    ) -> Result<(), SimError> {
+        let req = self.place(&sub)?;
+        let window = self.metrics.window_of(now_ns, self.admitted);
+        self.admitted += 1;
+        let lid = self.logical.insert(Logical {
+            sub: Submission { req, ..sub },
+            arrival_ns: now_ns,
+            start_ns: u64::MAX,
+            service_ns: 0,
+            member: u32::MAX,
+            extents_left: 0,
+            window,
+        });
+        let mut extents = std::mem::take(&mut self.scratch);
+        extents.clear();
+        if sub.physical {
+            extents.push(req);
+        } else {
+            self.mapper.map(&req, &mut extents);
+        }
+        self.logical[lid].extents_left = extents.len();
+        if extents.is_empty() {
+            self.finish_logical(lid, now_ns, observer)?;
+        }
+        for e in &extents {
+            let phases = self.array.map(e);
+            let eid = self.extents.insert(Extent {
+                logical: lid,
+                phases,
+                phase: 0,
+                left: 0,
+            });
+            self.start_phase(eid, now_ns, observer)?;
+        }
+        self.scratch = extents;
+        Ok(())
+    }
+
+    /// Queues the member I/Os of the extent's current phase; an extent with no phase left
+    /// is finished.
+    fn start_phase(
+        &mut self,
+        eid: usize,
+        now_ns: u64,
+        observer: &mut dyn Observer,
+    ) -> Result<(), SimError> {
+        loop {
+            let ext = &mut self.extents[eid];
+            let Some(ios) = ext.phases.get_mut(ext.phase).map(std::mem::take) else {
+                return self.finish_extent(eid, now_ns, observer);
+            };
+            ext.left = ios.len();
+            if ios.is_empty() {
+                ext.phase += 1;
+                continue;
+            }
+            for io in ios {
+                let (member, req) = self.route(io, now_ns);
+                let op = self.ops.insert(Op {
+                    extent: eid,
+                    sectors: req.sectors,
+                }) as u32;
+                let m = &mut self.members[member];
+                m.queue.push(op, req, m.dev.as_ref());
+                self.mark_dirty(member);
+            }
+            return Ok(());
+        }
+    }
+
+    /// The member a member I/O goes to: a copy of the data on several members goes to the
+    /// one expected to finish it first (queue backlog plus the device's estimate).
+    fn route(&self, io: MemberIo, now_ns: u64) -> (usize, DevRequest) {
+        match io {
+            MemberIo::At { member, req } => (member, req),
+            MemberIo::AnyOf(choices) => choices
+                .into_iter()
+                .min_by_key(|(member, req)| {
+                    let m = &self.members[*member];
+                    let wait = m.backlog_ns(now_ns);
+                    wait + m.dev.estimate_ns(now_ns + wait, req)
+                })
+                .expect("AnyOf names at least one member"),
+        }
+    }
+
+    fn mark_dirty(&mut self, member: usize) {
+        let m = &mut self.members[member];
+        if !m.dirty {
+            m.dirty = true;
+            self.dirty.push(member);
+        }
+    }
+
+    fn finish_extent(
+        &mut self,
+        eid: usize,
+        now_ns: u64,
+        observer: &mut dyn Observer,
+    ) -> Result<(), SimError> {
+        let lid = self.extents.remove(eid).logical;
+        let l = &mut self.logical[lid];
+        l.extents_left -= 1;
+        if l.extents_left == 0 {
+            self.finish_logical(lid, now_ns, observer)?;
+        }
+        Ok(())
+    }
+
+    fn finish_logical(
+        &mut self,
+        lid: usize,
+        now_ns: u64,
+        observer: &mut dyn Observer,
+    ) -> Result<(), SimError> {
+        let l = self.logical.remove(lid);
+        let response_ns = now_ns - l.arrival_ns;
+        self.metrics
+            .record_response(l.sub.phase, l.window, l.sub.req.write, response_ns);
+        self.last_completion_ns = self.last_completion_ns.max(now_ns);
+        self.refill += 1;
+        observer.on_completion(&Completion {
+            number: l.sub.number,
+            phase: l.sub.phase,
+            write: l.sub.req.write,
+            sector: l.sub.req.sector,
+            sectors: l.sub.req.sectors,
+            trace_device: l.sub.device,
+            member: l.member,
+            arrival_ns: l.arrival_ns,
+            start_ns: l.start_ns.min(now_ns),
+            completion_ns: now_ns,
+            service_ns: l.service_ns,
+        })
+    }
+
+    /// Starts the next queued I/O on every idle member that has work.
+    fn dispatch_dirty(&mut self, now_ns: u64) {
+        while let Some(member) = self.dirty.pop() {
+            self.members[member].dirty = false;
+            if self.members[member].busy.is_none() {
+                self.dispatch(member, now_ns);
+            }
+        }
+    }
+
+    fn dispatch(&mut self, member: usize, now_ns: u64) {
+        let m = &mut self.members[member];
+        let Some(io) = m.queue.pop(m.dev.head_key()) else {
+            return;
+        };
+        let svc = m.dev.service(now_ns, &io.req);
+        let non_sequential = m.prev_end != Some(io.req.sector);
+        m.prev_end = Some(io.req.sector + u64::from(io.req.sectors));
+        m.served_ns += svc.total_ns;
+        m.served_ios += 1;
+        let done_ns = now_ns + svc.total_ns;
+        m.busy = Some(InService {
+            io,
+            total_ns: svc.total_ns,
+            done_ns,
+        });
+        self.events.push(Reverse((done_ns, member)));
+        let mut op = io.first_op;
+        let first = self.logical_of(op);
+        let (phase, window) = (self.logical[first].sub.phase, self.logical[first].window);
+        self.metrics
+            .record_io(member, phase, window, &svc, non_sequential);
+        while op != NO_OP {
+            let lid = self.logical_of(op);
+            let l = &mut self.logical[lid];
+            l.start_ns = l.start_ns.min(now_ns);
+            if l.member == u32::MAX {
+                l.member = member as u32;
+            }
+            op = self.members[member].queue.next_op(op);
+        }
+    }
+
+    fn logical_of(&self, op: u32) -> usize {
+        self.extents[self.ops[op as usize].extent].logical
+    }
+
+    /// The I/O in service on `member` finished at `now_ns`: share its service time among
+    /// the requests merged into it, and move each one's extent to its next phase.
+    fn complete_io(
+        &mut self,
+        member: usize,
+        now_ns: u64,
+        observer: &mut dyn Observer,
+    ) -> Result<(), SimError> {
+        let done = self.members[member]
+            .busy
+            .take()
+            .expect("a completion event for a busy member");
+        self.mark_dirty(member);
+        let mut op = done.io.first_op;
+        let mut left_ns = done.total_ns;
+        while op != NO_OP {
+            // Read the link before the op is freed: its id may be reused below.
+            let next = self.members[member].queue.next_op(op);
+            let o = self.ops.remove(op as usize);
+            let share_ns = if next == NO_OP {
+                left_ns
+            } else {
+                done.total_ns * u64::from(o.sectors) / u64::from(done.io.req.sectors)
+            };
+            left_ns -= share_ns;
+            let lid = self.extents[o.extent].logical;
+            let l = &mut self.logical[lid];
+            l.service_ns += share_ns;
+            let (phase, window) = (l.sub.phase, l.window);
+            self.metrics.record_busy(phase, window, share_ns);
+            let ext = &mut self.extents[o.extent];
+            ext.left -= 1;
+            if ext.left == 0 {
+                ext.phase += 1;
+                self.start_phase(o.extent, now_ns, observer)?;
+            }
+            op = next;
+        }
+        Ok(())
+    }
+}
