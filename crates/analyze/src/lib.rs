@@ -1,0 +1,209 @@
+//! Workload characterization: the statistics of seed 000 §2 (Table 1, Figure 1), partial
+//! determinism, working-set overlap, request sizes and timing, and the layout advice of
+//! seed 001 Table 4.1.
+//!
+//! One pass, request by request: [`Analyzer::observe`] takes each [`Request`] as it is
+//! read and [`Analyzer::finish`] returns the [`Analysis`]. Memory grows with the distinct
+//! pages touched (and the distinct non-sequential transition pairs, see [`determinism`]),
+//! never with the number of requests. Per request the analyzer allocates nothing beyond
+//! hash-map growth.
+
+pub mod advice;
+pub mod determinism;
+pub mod heat;
+pub mod pages;
+pub mod report;
+pub mod sidecar;
+pub mod stats;
+pub mod timing;
+pub mod units;
+pub mod working_set;
+
+use reblock_trace::Request;
+use serde::Serialize;
+
+pub use advice::{Advice, Level, Strategy};
+pub use working_set::{Interval, IntervalSummary};
+
+/// What to measure and at which granularity.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Page size the statistics count in (4 KiB, seed 000 §2.1).
+    pub page_bytes: u64,
+    /// Working-set intervals (seed 000 Figure 1 uses days).
+    pub interval: Interval,
+    /// Size of the traced device, when known; the fraction touched needs it.
+    pub device_bytes: Option<u64>,
+    /// Gaps between arrivals of at least this long are idle periods.
+    pub idle_threshold_ns: u64,
+    /// Window over which burstiness counts arrivals.
+    pub burst_window_ns: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            page_bytes: 4096,
+            interval: Interval::Duration {
+                ns: 86_400_000_000_000,
+            },
+            device_bytes: None,
+            idle_threshold_ns: 100_000_000,
+            burst_window_ns: 1_000_000_000,
+        }
+    }
+}
+
+pub struct Analyzer {
+    config: Config,
+    counters: stats::Counters,
+    sizes_bytes: stats::Distribution,
+    timing: timing::Timing,
+    pages: pages::Pages,
+    determinism: determinism::Determinism,
+    working_sets: working_set::WorkingSets,
+}
+
+/// Everything the analysis found; serialized as `reblock analyze --json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Analysis {
+    pub page_bytes: u64,
+    pub requests: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    /// Share of requests that are reads (None for an empty trace).
+    pub read_fraction: Option<f64>,
+    /// Distinct pages read × page size (seed 000 Table 1 "Reads Unique").
+    pub unique_read_bytes: u64,
+    pub unique_write_bytes: u64,
+    /// Distinct pages touched × page size.
+    pub unique_bytes: u64,
+    pub device_bytes: Option<u64>,
+    /// unique_bytes / device_bytes; None when the device size is unknown.
+    pub device_touched_fraction: Option<f64>,
+    pub top20_access_share: Option<f64>,
+    pub partial_determinism: Option<f64>,
+    pub sequential_fraction: Option<f64>,
+    pub pages: pages::PageSummary,
+    pub determinism: determinism::DeterminismSummary,
+    pub request_size_bytes: stats::Summary,
+    pub request_size_histogram: Vec<stats::SizeBucket>,
+    pub timing: timing::TimingSummary,
+    pub interval: String,
+    pub intervals: Vec<IntervalSummary>,
+    /// overlap of each listed interval's working set with the first's (see [`working_set`]).
+    pub working_set_overlap: Vec<f64>,
+    pub working_set_overlap_top20: Vec<f64>,
+    pub heat_map: heat::HeatMap,
+    pub advice: Advice,
+}
+
+impl Analyzer {
+    pub fn new(config: Config) -> Self {
+        assert!(config.page_bytes > 0, "page size must be positive");
+        Analyzer {
+            timing: timing::Timing::new(config.idle_threshold_ns, config.burst_window_ns),
+            working_sets: working_set::WorkingSets::new(config.interval.clone()),
+            config,
+            counters: Default::default(),
+            sizes_bytes: Default::default(),
+            pages: Default::default(),
+            determinism: Default::default(),
+        }
+    }
+
+    pub fn requests(&self) -> u64 {
+        self.counters.requests
+    }
+
+    pub fn observe(&mut self, req: &Request) {
+        self.counters.observe(req);
+        self.sizes_bytes.observe(req.bytes());
+        self.timing.observe(req.ts_ns);
+        self.determinism.observe(req);
+        self.working_sets.begin(req.ts_ns);
+        if req.sectors == 0 {
+            return;
+        }
+        for page in pages::page_range(req, self.config.page_bytes) {
+            let key = pages::PageKey {
+                device: req.device,
+                page,
+            };
+            self.pages.touch(key, req.op);
+            self.working_sets.touch(key);
+        }
+    }
+
+    pub fn finish(self) -> Analysis {
+        let page_bytes = self.config.page_bytes;
+        let pages = self.pages.summary();
+        let det = self.determinism.summary();
+        let timing = self.timing.finish();
+        let intervals = self.working_sets.finish();
+        let c = &self.counters;
+        let unique_bytes = pages.unique_pages * page_bytes;
+        let device_pages = self.config.device_bytes.map(|b| b.div_ceil(page_bytes));
+        let read_fraction = (c.requests > 0).then(|| c.reads as f64 / c.requests as f64);
+        let measures = advice::Measures {
+            requests: c.requests,
+            temporal_locality: temporal_locality(&intervals),
+            index_of_dispersion: timing.bursts.index_of_dispersion,
+            sequential_fraction: det.sequential_fraction,
+            partial_determinism: det.partial_determinism,
+            top20_access_share: pages.top20_access_share,
+            read_fraction,
+        };
+        Analysis {
+            page_bytes,
+            requests: c.requests,
+            reads: c.reads,
+            writes: c.writes,
+            read_bytes: c.read_bytes,
+            write_bytes: c.write_bytes,
+            read_fraction,
+            unique_read_bytes: pages.unique_read_pages * page_bytes,
+            unique_write_bytes: pages.unique_write_pages * page_bytes,
+            unique_bytes,
+            device_bytes: self.config.device_bytes,
+            device_touched_fraction: self
+                .config
+                .device_bytes
+                .map(|d| unique_bytes as f64 / d as f64),
+            top20_access_share: pages.top20_access_share,
+            partial_determinism: det.partial_determinism,
+            sequential_fraction: det.sequential_fraction,
+            heat_map: heat::heat_map(&self.pages, device_pages),
+            pages,
+            determinism: det,
+            request_size_bytes: self.sizes_bytes.summary(),
+            request_size_histogram: stats::size_histogram(&self.sizes_bytes),
+            timing,
+            interval: self.config.interval.describe(),
+            working_set_overlap: intervals.iter().map(|i| i.overlap).collect(),
+            working_set_overlap_top20: intervals.iter().map(|i| i.overlap_top20).collect(),
+            intervals,
+            advice: advice::advise(&measures),
+        }
+    }
+}
+
+/// Mean overlap of intervals 2..n with interval 1; None with fewer than two intervals.
+pub fn temporal_locality(intervals: &[IntervalSummary]) -> Option<f64> {
+    let later = intervals.get(1..)?;
+    if later.is_empty() {
+        return None;
+    }
+    Some(later.iter().map(|i| i.overlap).sum::<f64>() / later.len() as f64)
+}
+
+/// Analyzes a whole stream of requests with one configuration.
+pub fn analyze<'a>(config: Config, requests: impl IntoIterator<Item = &'a Request>) -> Analysis {
+    let mut a = Analyzer::new(config);
+    for r in requests {
+        a.observe(r);
+    }
+    a.finish()
+}

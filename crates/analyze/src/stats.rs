@@ -1,0 +1,253 @@
+//! Plain counters (seed 000 Table 1: requests, reads, writes, bytes) and the value
+//! distribution used for request sizes and inter-arrival times.
+
+use reblock_trace::{Op, Request};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+/// Request and byte totals by operation (seed 000 Table 1, "Reads/Writes Total").
+#[derive(Clone, Debug, Default)]
+pub struct Counters {
+    pub requests: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+impl Counters {
+    pub fn observe(&mut self, req: &Request) {
+        self.requests += 1;
+        match req.op {
+            Op::Read => {
+                self.reads += 1;
+                self.read_bytes += req.bytes();
+            }
+            Op::Write => {
+                self.writes += 1;
+                self.write_bytes += req.bytes();
+            }
+        }
+    }
+}
+
+/// How many distinct values [`Distribution`] keeps exactly before it falls back to
+/// log-linear buckets; bounds its memory whatever the trace's length.
+const EXACT_LIMIT: usize = 4096;
+/// Log-linear buckets: each power of two is cut into 2^SUB_BITS equal buckets, so a value
+/// read back from a bucket (its lower bound) is low by less than 1/128 of itself.
+const SUB_BITS: u32 = 7;
+
+/// A distribution of non-negative integers with exact nearest-rank percentiles while it
+/// holds at most 4096 distinct values (request sizes nearly always do), and percentiles
+/// within 1/128 relative error (reported as the bucket's lower bound) beyond that.
+#[derive(Clone, Debug, Default)]
+pub struct Distribution {
+    exact: FxHashMap<u64, u64>,
+    buckets: Option<FxHashMap<u64, u64>>,
+    n: u64,
+    sum: f64,
+    sum_sq: f64,
+}
+
+impl Distribution {
+    pub fn observe(&mut self, v: u64) {
+        self.n += 1;
+        let f = v as f64;
+        self.sum += f;
+        self.sum_sq += f * f;
+        if let Some(b) = &mut self.buckets {
+            *b.entry(bucket_floor(v)).or_insert(0) += 1;
+            return;
+        }
+        *self.exact.entry(v).or_insert(0) += 1;
+        if self.exact.len() > EXACT_LIMIT {
+            let mut b = FxHashMap::default();
+            for (&v, &c) in &self.exact {
+                *b.entry(bucket_floor(v)).or_insert(0) += c;
+            }
+            self.exact = FxHashMap::default();
+            self.buckets = Some(b);
+        }
+    }
+
+    pub fn count(&self) -> u64 {
+        self.n
+    }
+
+    pub fn is_exact(&self) -> bool {
+        self.buckets.is_none()
+    }
+
+    pub fn mean(&self) -> Option<f64> {
+        (self.n > 0).then(|| self.sum / self.n as f64)
+    }
+
+    /// Coefficient of variation: population standard deviation over the mean.
+    pub fn cv(&self) -> Option<f64> {
+        let mean = self.mean()?;
+        if mean == 0.0 {
+            return None;
+        }
+        let var = (self.sum_sq / self.n as f64 - mean * mean).max(0.0);
+        Some(var.sqrt() / mean)
+    }
+
+    /// Values and their counts, ascending.
+    pub fn sorted(&self) -> Vec<(u64, u64)> {
+        let map = self.buckets.as_ref().unwrap_or(&self.exact);
+        let mut v: Vec<(u64, u64)> = map.iter().map(|(&k, &c)| (k, c)).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Nearest-rank percentile: the smallest value v such that at least ceil(q * n) of the
+    /// n observations are <= v (q in (0, 1]).
+    pub fn quantile(&self, q: f64) -> Option<u64> {
+        quantile_of(&self.sorted(), self.n, q)
+    }
+
+    pub fn min(&self) -> Option<u64> {
+        self.sorted().first().map(|&(v, _)| v)
+    }
+
+    pub fn max(&self) -> Option<u64> {
+        self.sorted().last().map(|&(v, _)| v)
+    }
+}
+
+fn quantile_of(sorted: &[(u64, u64)], n: u64, q: f64) -> Option<u64> {
+    if n == 0 {
+        return None;
+    }
+    let rank = ((q * n as f64).ceil() as u64).clamp(1, n);
+    let mut cum = 0;
+    for &(v, c) in sorted {
+        cum += c;
+        if cum >= rank {
+            return Some(v);
+        }
+    }
+    sorted.last().map(|&(v, _)| v)
+}
+
+/// The lower bound of the log-linear bucket holding `v` (values below 2^SUB_BITS are exact).
+fn bucket_floor(v: u64) -> u64 {
+    let bits = 64 - v.leading_zeros();
+    if bits <= SUB_BITS {
+        return v;
+    }
+    let shift = bits - SUB_BITS;
+    (v >> shift) << shift
+}
+
+/// Mean, nearest-rank percentiles and extremes of a [`Distribution`].
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Summary {
+    pub count: u64,
+    pub mean: Option<f64>,
+    pub min: Option<u64>,
+    pub p50: Option<u64>,
+    pub p95: Option<u64>,
+    pub p99: Option<u64>,
+    pub max: Option<u64>,
+    /// Standard deviation over the mean (population).
+    pub cv: Option<f64>,
+    /// False once more than 4096 distinct values forced 1/128-precision buckets.
+    pub exact: bool,
+}
+
+impl Distribution {
+    pub fn summary(&self) -> Summary {
+        let sorted = self.sorted();
+        Summary {
+            count: self.n,
+            mean: self.mean(),
+            min: sorted.first().map(|&(v, _)| v),
+            p50: quantile_of(&sorted, self.n, 0.50),
+            p95: quantile_of(&sorted, self.n, 0.95),
+            p99: quantile_of(&sorted, self.n, 0.99),
+            max: sorted.last().map(|&(v, _)| v),
+            cv: self.cv(),
+            exact: self.is_exact(),
+        }
+    }
+}
+
+/// One bar of the request-size histogram: sizes in [lower_bytes, upper_bytes).
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct SizeBucket {
+    pub lower_bytes: u64,
+    pub upper_bytes: u64,
+    pub requests: u64,
+}
+
+/// Request sizes in power-of-two buckets: bucket [2^k, 2^(k+1)) bytes.
+pub fn size_histogram(sizes_bytes: &Distribution) -> Vec<SizeBucket> {
+    let mut out: Vec<SizeBucket> = Vec::new();
+    for (v, c) in sizes_bytes.sorted() {
+        let lower = if v == 0 {
+            0
+        } else {
+            1u64 << (63 - v.leading_zeros())
+        };
+        match out.last_mut() {
+            Some(b) if b.lower_bytes == lower => b.requests += c,
+            _ => out.push(SizeBucket {
+                lower_bytes: lower,
+                upper_bytes: lower.saturating_mul(2).max(1),
+                requests: c,
+            }),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles_by_hand() {
+        // Values 1..=10: p50 = ceil(0.5*10) = 5th smallest = 5; p95 = ceil(9.5) = 10th = 10;
+        // p99 = ceil(9.9) = 10th = 10. Mean 5.5; population variance = (100-1)/12 = 8.25,
+        // so cv = sqrt(8.25)/5.5 = 0.52223.
+        let mut d = Distribution::default();
+        for v in 1..=10 {
+            d.observe(v);
+        }
+        let s = d.summary();
+        assert_eq!((s.p50, s.p95, s.p99), (Some(5), Some(10), Some(10)));
+        assert_eq!((s.min, s.max), (Some(1), Some(10)));
+        assert!((s.mean.unwrap() - 5.5).abs() < 1e-12);
+        assert!((s.cv.unwrap() - 8.25f64.sqrt() / 5.5).abs() < 1e-12);
+        assert!(s.exact);
+    }
+
+    #[test]
+    fn many_distinct_values_fall_back_to_buckets_within_1_percent() {
+        let mut d = Distribution::default();
+        for v in 1..=100_000u64 {
+            d.observe(v * 1000);
+        }
+        assert!(!d.is_exact());
+        // Exact p50 is 50,000,000; the bucket floor is within 1/128 below it.
+        let p50 = d.quantile(0.5).unwrap() as f64;
+        assert!((50_000_000.0 * (1.0 - 1.0 / 128.0)..=50_000_000.0).contains(&p50));
+    }
+
+    #[test]
+    fn size_histogram_groups_powers_of_two() {
+        // 512 B -> [512,1024); 4096 and 6144 -> [4096,8192); 8192 -> [8192,16384).
+        let mut d = Distribution::default();
+        for v in [512, 4096, 6144, 8192, 4096] {
+            d.observe(v);
+        }
+        let h = size_histogram(&d);
+        let got: Vec<(u64, u64, u64)> = h
+            .iter()
+            .map(|b| (b.lower_bytes, b.upper_bytes, b.requests))
+            .collect();
+        assert_eq!(got, vec![(512, 1024, 1), (4096, 8192, 3), (8192, 16384, 1)]);
+    }
+}

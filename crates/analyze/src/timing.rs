@@ -1,0 +1,164 @@
+//! When requests arrive: inter-arrival times, idle periods and burstiness (the temporal
+//! attributes of seed 001 §4.1: "burstiness of requests, that indicates if I/O requests
+//! arrive in batches and if the workload contains any idle time").
+
+use serde::Serialize;
+
+use crate::stats::{Distribution, Summary};
+
+/// Idle periods: gaps between consecutive arrivals of at least `threshold_ns`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Idle {
+    pub threshold_ns: u64,
+    pub count: u64,
+    pub total_ns: u64,
+    pub longest_ns: u64,
+    /// total_ns over the trace's duration (None when the duration is 0).
+    pub fraction_of_duration: Option<f64>,
+}
+
+/// Burstiness over fixed windows (1 s by default) from the first request's window to the
+/// last's, empty windows included.
+///
+/// `index_of_dispersion` = variance / mean of the per-window request counts (population
+/// variance). Poisson arrivals give 1; arrivals in batches separated by idle time give
+/// much more. It is the figure the advice uses. `peak_to_mean` = the busiest window's
+/// count over the mean count.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Bursts {
+    pub window_ns: u64,
+    pub windows: u64,
+    pub mean_per_window: Option<f64>,
+    pub peak_per_window: u64,
+    pub index_of_dispersion: Option<f64>,
+    pub peak_to_mean: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TimingSummary {
+    pub first_ts_ns: Option<u64>,
+    pub last_ts_ns: Option<u64>,
+    /// Last minus first arrival.
+    pub duration_ns: u64,
+    /// Gaps between consecutive requests in trace order (all processes together).
+    pub interarrival_ns: Summary,
+    /// Requests whose timestamp is below their predecessor's (gap counted as 0).
+    pub out_of_order: u64,
+    pub idle: Idle,
+    pub bursts: Bursts,
+}
+
+pub struct Timing {
+    idle_threshold_ns: u64,
+    window_ns: u64,
+    first: Option<u64>,
+    prev: u64,
+    last_max: u64,
+    gaps: Distribution,
+    out_of_order: u64,
+    idle_count: u64,
+    idle_total_ns: u64,
+    idle_longest_ns: u64,
+    window_index: u64,
+    window_count: u64,
+    windows_closed: u64,
+    count_sum: f64,
+    count_sum_sq: f64,
+    peak: u64,
+}
+
+impl Timing {
+    pub fn new(idle_threshold_ns: u64, window_ns: u64) -> Self {
+        Timing {
+            idle_threshold_ns,
+            window_ns: window_ns.max(1),
+            first: None,
+            prev: 0,
+            last_max: 0,
+            gaps: Distribution::default(),
+            out_of_order: 0,
+            idle_count: 0,
+            idle_total_ns: 0,
+            idle_longest_ns: 0,
+            window_index: 0,
+            window_count: 0,
+            windows_closed: 0,
+            count_sum: 0.0,
+            count_sum_sq: 0.0,
+            peak: 0,
+        }
+    }
+
+    pub fn observe(&mut self, ts_ns: u64) {
+        let Some(first) = self.first else {
+            self.first = Some(ts_ns);
+            self.prev = ts_ns;
+            self.last_max = ts_ns;
+            self.window_count = 1;
+            return;
+        };
+        if ts_ns < self.prev {
+            self.out_of_order += 1;
+        }
+        let gap = ts_ns.saturating_sub(self.prev);
+        self.gaps.observe(gap);
+        if gap >= self.idle_threshold_ns {
+            self.idle_count += 1;
+            self.idle_total_ns += gap;
+            self.idle_longest_ns = self.idle_longest_ns.max(gap);
+        }
+        self.prev = ts_ns;
+        self.last_max = self.last_max.max(ts_ns);
+        // A late (out-of-order) request counts in the current window: windows never reopen.
+        let index = (ts_ns.saturating_sub(first) / self.window_ns).max(self.window_index);
+        if index != self.window_index {
+            self.close_window();
+            // Windows skipped over were empty: they add 0 to the sums but count as windows.
+            self.windows_closed += index - self.window_index - 1;
+            self.window_index = index;
+        }
+        self.window_count += 1;
+    }
+
+    fn close_window(&mut self) {
+        let c = self.window_count as f64;
+        self.count_sum += c;
+        self.count_sum_sq += c * c;
+        self.peak = self.peak.max(self.window_count);
+        self.windows_closed += 1;
+        self.window_count = 0;
+    }
+
+    pub fn finish(mut self) -> TimingSummary {
+        let duration_ns = self.first.map_or(0, |f| self.last_max - f);
+        if self.first.is_some() {
+            self.close_window();
+        }
+        let n = self.windows_closed as f64;
+        let mean = (self.windows_closed > 0).then(|| self.count_sum / n);
+        let var = mean.map(|m| (self.count_sum_sq / n - m * m).max(0.0));
+        TimingSummary {
+            first_ts_ns: self.first,
+            last_ts_ns: self.first.map(|_| self.last_max),
+            duration_ns,
+            interarrival_ns: self.gaps.summary(),
+            out_of_order: self.out_of_order,
+            idle: Idle {
+                threshold_ns: self.idle_threshold_ns,
+                count: self.idle_count,
+                total_ns: self.idle_total_ns,
+                longest_ns: self.idle_longest_ns,
+                fraction_of_duration: (duration_ns > 0)
+                    .then(|| self.idle_total_ns as f64 / duration_ns as f64),
+            },
+            bursts: Bursts {
+                window_ns: self.window_ns,
+                windows: self.windows_closed,
+                mean_per_window: mean,
+                peak_per_window: self.peak,
+                index_of_dispersion: mean.zip(var).map(|(m, v)| v / m),
+                peak_to_mean: mean.map(|m| self.peak as f64 / m),
+            },
+        }
+    }
+}

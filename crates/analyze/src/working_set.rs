@@ -1,0 +1,201 @@
+//! Per-interval working sets and their overlap with the first interval (seed 000 §2.2 and
+//! Figure 1, bottom row: "the on-disk working-set ... the set of all unique blocks
+//! accessed in a given interval", compared day by day with day 1).
+//!
+//! Definitions: W_i is the set of pages touched in interval i; T_i its top 20%: the
+//! ceil(|W_i| / 5) pages with the most accesses in interval i (ties broken by lower
+//! device, then lower page number). overlap_i = |W_i ∩ W_1| / |W_i| (the share of
+//! interval i's working set already used in interval 1) and overlap_top20_i =
+//! |T_i ∩ T_1| / |T_i|. Only intervals holding requests are listed, so a long gap costs
+//! nothing; each keeps its index.
+//!
+//! Memory: the current interval's page counts and the first interval's two sets.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::Serialize;
+
+use crate::pages::PageKey;
+
+/// How the trace is cut into intervals.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Interval {
+    /// Fixed durations from the first request's timestamp.
+    Duration { ns: u64 },
+    /// Every N requests.
+    Requests { n: u64 },
+    /// Explicit start times (ns, ascending): interval k starts at `starts[k - 1]`;
+    /// interval 0 holds everything before `starts[0]`.
+    Starts { starts_ns: Vec<u64> },
+}
+
+impl Interval {
+    pub fn describe(&self) -> String {
+        match self {
+            Interval::Duration { ns } => format!("every {}", crate::units::format_ns(*ns)),
+            Interval::Requests { n } => format!("every {n} requests"),
+            Interval::Starts { starts_ns } => format!("{} given start times", starts_ns.len()),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct IntervalSummary {
+    /// Interval number (0-based) under the interval rule; gaps have no entry.
+    pub index: u64,
+    pub requests: u64,
+    /// |W_i| in pages.
+    pub pages: u64,
+    pub overlap: f64,
+    pub overlap_top20: f64,
+}
+
+pub struct WorkingSets {
+    rule: Interval,
+    origin_ns: Option<u64>,
+    seen: u64,
+    index: u64,
+    requests: u64,
+    counts: FxHashMap<PageKey, u32>,
+    first: Option<(FxHashSet<PageKey>, FxHashSet<PageKey>)>,
+    done: Vec<IntervalSummary>,
+}
+
+impl WorkingSets {
+    pub fn new(rule: Interval) -> Self {
+        WorkingSets {
+            rule,
+            origin_ns: None,
+            seen: 0,
+            index: 0,
+            requests: 0,
+            counts: FxHashMap::default(),
+            first: None,
+            done: Vec::new(),
+        }
+    }
+
+    /// Starts a request at `ts_ns`: moves to its interval (never backwards, so a late
+    /// request counts in the current interval).
+    pub fn begin(&mut self, ts_ns: u64) {
+        let origin = *self.origin_ns.get_or_insert(ts_ns);
+        let index = match &self.rule {
+            Interval::Duration { ns } => ts_ns.saturating_sub(origin) / (*ns).max(1),
+            Interval::Requests { n } => self.seen / (*n).max(1),
+            Interval::Starts { starts_ns } => starts_ns.partition_point(|&s| s <= ts_ns) as u64,
+        };
+        self.seen += 1;
+        if index > self.index {
+            self.close();
+            self.index = index;
+        }
+        self.requests += 1;
+    }
+
+    pub fn touch(&mut self, key: PageKey) {
+        let c = self.counts.entry(key).or_insert(0);
+        *c = c.saturating_add(1);
+    }
+
+    fn close(&mut self) {
+        if self.requests == 0 {
+            return;
+        }
+        let set: FxHashSet<PageKey> = self.counts.keys().copied().collect();
+        let top = top20(&self.counts);
+        let (first_all, first_top) = self.first.get_or_insert_with(|| (set.clone(), top.clone()));
+        let share = |s: &FxHashSet<PageKey>, f: &FxHashSet<PageKey>| {
+            if s.is_empty() {
+                return 0.0;
+            }
+            s.iter().filter(|k| f.contains(k)).count() as f64 / s.len() as f64
+        };
+        self.done.push(IntervalSummary {
+            index: self.index,
+            requests: self.requests,
+            pages: set.len() as u64,
+            overlap: share(&set, first_all),
+            overlap_top20: share(&top, first_top),
+        });
+        self.counts.clear();
+        self.requests = 0;
+    }
+
+    pub fn finish(mut self) -> Vec<IntervalSummary> {
+        self.close();
+        self.done
+    }
+}
+
+/// The ceil(n / 5) most-accessed pages (ties: lower key first).
+fn top20(counts: &FxHashMap<PageKey, u32>) -> FxHashSet<PageKey> {
+    let mut v: Vec<(u32, PageKey)> = counts.iter().map(|(&k, &c)| (c, k)).collect();
+    v.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    v.truncate(v.len().div_ceil(5));
+    v.into_iter().map(|(_, k)| k).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(page: u64) -> PageKey {
+        PageKey { device: 0, page }
+    }
+
+    #[test]
+    fn overlap_with_first_interval_by_hand() {
+        // Every 2 requests. Interval 0: pages {0,1,2,3,4} with page 0 touched 3 times.
+        // Interval 1: pages {0,1,9,10} with page 9 touched 3 times.
+        // overlap_1 = |{0,1}| / 4 = 0.5. Top 20%: T_0 = ceil(5/5) = 1 page {0};
+        // T_1 = ceil(4/5) = 1 page {9}; overlap_top20 = 0/1 = 0.
+        let mut w = WorkingSets::new(Interval::Requests { n: 2 });
+        w.begin(0);
+        for p in [0, 1, 2, 0] {
+            w.touch(k(p));
+        }
+        w.begin(0);
+        for p in [3, 4, 0] {
+            w.touch(k(p));
+        }
+        w.begin(0);
+        for p in [9, 9, 0] {
+            w.touch(k(p));
+        }
+        w.begin(0);
+        for p in [1, 10, 9] {
+            w.touch(k(p));
+        }
+        let s = w.finish();
+        assert_eq!(s.len(), 2);
+        assert_eq!(
+            (s[0].pages, s[0].overlap, s[0].overlap_top20),
+            (5, 1.0, 1.0)
+        );
+        assert_eq!((s[1].index, s[1].pages), (1, 4));
+        assert_eq!((s[1].overlap, s[1].overlap_top20), (0.5, 0.0));
+    }
+
+    #[test]
+    fn time_intervals_skip_empty_ones_and_start_lists_work() {
+        // 1 s intervals: requests at 0 s, 0.5 s, 3.2 s -> intervals 0 and 3 only.
+        let mut w = WorkingSets::new(Interval::Duration { ns: 1_000_000_000 });
+        for (ts, p) in [(0, 1), (500_000_000, 2), (3_200_000_000, 1)] {
+            w.begin(ts);
+            w.touch(k(p));
+        }
+        let s = w.finish();
+        let idx: Vec<u64> = s.iter().map(|i| i.index).collect();
+        assert_eq!(idx, vec![0, 3]);
+        assert_eq!(s[1].overlap, 1.0);
+        // Starts [10, 20]: ts 5 -> interval 0, ts 10 -> 1, ts 25 -> 2.
+        let mut w = WorkingSets::new(Interval::Starts {
+            starts_ns: vec![10, 20],
+        });
+        for (ts, p) in [(5, 1), (10, 2), (25, 3)] {
+            w.begin(ts);
+            w.touch(k(p));
+        }
+        let idx: Vec<u64> = w.finish().iter().map(|i| i.index).collect();
+        assert_eq!(idx, vec![0, 1, 2]);
+    }
+}
