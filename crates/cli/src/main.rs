@@ -28,8 +28,22 @@ enum Command {
     Convert(cmd::convert::Args),
     /// Characterize a workload: statistics, plots, and layout advice.
     Analyze(cmd::analyze::Args),
+    /// Plan a layout from a trace with a policy (borg, hot, dlr-seq, dlr-frag, vanilla).
+    Plan(cmd::plan::Args),
     /// Replay a trace on a modelled HDD, SSD or array and report busy and response times.
     Simulate(cmd::simulate::Args),
+    /// Compare layout policies by replaying a trace with periodic reconfiguration.
+    Evaluate(cmd::evaluate::Args),
+    /// Serve a backing image over NBD, applying the layout online.
+    Serve(cmd::serve::Args),
+    /// Show a running server's state (JSON over its control socket).
+    Status(cmd::status::Args),
+    /// Copy every dirty page home so the data area alone is the complete image.
+    Detach(cmd::detach::Args),
+    /// Verify an image's on-disk optimized region offline (--repair rebuilds what it can).
+    Check(cmd::check::Args),
+    /// Apply an offline plan (plan.json) to a running server.
+    Reconfigure(cmd::reconfigure::Args),
     /// List the trace formats reblock reads.
     Formats(cmd::formats::Args),
     /// Analyze a bundled real trace and write its report: the quickest look at reblock.
@@ -48,7 +62,14 @@ fn main() {
         Command::Record(a) => cmd::record::run(a),
         Command::Convert(a) => cmd::convert::run(a),
         Command::Analyze(a) => cmd::analyze::run(a),
+        Command::Plan(a) => cmd::plan::run(a),
         Command::Simulate(a) => cmd::simulate::run(a),
+        Command::Evaluate(a) => cmd::evaluate::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
+        Command::Status(a) => cmd::status::run(a),
+        Command::Detach(a) => cmd::detach::run(a),
+        Command::Check(a) => cmd::check::run(a),
+        Command::Reconfigure(a) => cmd::reconfigure::run(a),
         Command::Formats(a) => cmd::formats::run(a),
         Command::Demo(a) => cmd::demo::run(a),
     };

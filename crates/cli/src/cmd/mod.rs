@@ -1,8 +1,16 @@
 //! One file per subcommand: its arguments and its `run`.
 
+
 pub mod analyze;
+pub mod check;
 pub mod convert;
 pub mod demo;
+pub mod detach;
+pub mod evaluate;
 pub mod formats;
+pub mod plan;
+pub mod reconfigure;
 pub mod record;
+pub mod serve;
 pub mod simulate;
+pub mod status;

@@ -1,0 +1,8 @@
+//! `reblock evaluate` (being built).
+
+#[derive(clap::Args, Debug)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<()> {
+    anyhow::bail!("'reblock evaluate' is not built yet")
+}
