@@ -114,9 +114,13 @@ impl HashBaseline {
 
 fn bench(c: &mut Criterion) {
     let ind = full_indirector();
-    let reqs = requests(100_000, u64::from(ind.geometry().read_cache_pages));
+    let reqs = requests(20_000, u64::from(ind.geometry().read_cache_pages));
     let base = HashBaseline::new(&ind);
     let mapped = f64::from(ind.map().len());
+    eprintln!(
+        "map memory per BOPT slot: reblock-layout {:.2} B (seed bound 8.125 B)",
+        ind.map().heap_bytes() as f64 / f64::from(BOPT_PAGES)
+    );
     eprintln!(
         "map memory per mapped page: reblock-layout {:.2} B (index {:.2} B + dirty bits), HashMap baseline {:.2} B (ratio {:.2}x)",
         ind.map().heap_bytes() as f64 / mapped,
@@ -125,8 +129,9 @@ fn bench(c: &mut Criterion) {
         base.heap_bytes_estimate() as f64 / ind.map().heap_bytes() as f64,
     );
     let mut g = c.benchmark_group("indirect");
+    g.sample_size(20);
     g.throughput(Throughput::Elements(reqs.len() as u64));
-    g.bench_function(BenchmarkId::new("layout", "100k-requests"), |b| {
+    g.bench_function(BenchmarkId::new("layout", "20k-requests"), |b| {
         b.iter_batched_ref(
             || ind.clone(),
             |ind| {
@@ -138,7 +143,7 @@ fn bench(c: &mut Criterion) {
             criterion::BatchSize::LargeInput,
         )
     });
-    g.bench_function(BenchmarkId::new("hashmap-baseline", "100k-requests"), |b| {
+    g.bench_function(BenchmarkId::new("hashmap-baseline", "20k-requests"), |b| {
         let mut base = HashBaseline::new(&ind);
         let mut out = Vec::new();
         b.iter(|| {
