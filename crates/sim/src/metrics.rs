@@ -109,7 +109,11 @@ impl Acc {
             self.reads += 1;
             self.read_response_ns += u128::from(response_ns);
         }
-        self.response.saturating_record(response_ns);
+        // The histogram grows to fit; should growing ever fail, clamp rather than lose
+        // the count.
+        if self.response.record(response_ns).is_err() {
+            self.response.saturating_record(response_ns);
+        }
     }
 
     fn record_io(&mut self, svc: &Service, non_sequential: bool) {

@@ -123,12 +123,16 @@ struct Member {
 }
 
 impl Member {
-    /// Expected wait before a new request could start: the rest of the current service
-    /// plus the queue at this member's mean service time so far.
-    fn backlog_ns(&self, now_ns: u64) -> u64 {
+    /// Expected wait before a request needing `est_ns` could start: the rest of the
+    /// current service plus the queue, each queued I/O counted at this member's mean
+    /// service time so far (or at `est_ns` before it has served anything).
+    fn backlog_ns(&self, now_ns: u64, est_ns: u64) -> u64 {
         let rest = self.busy.as_ref().map_or(0, |b| b.done_ns - now_ns);
-        let mean = self.served_ns.checked_div(self.served_ios).unwrap_or(0);
-        rest + mean * self.queue.len() as u64
+        let per_io = self
+            .served_ns
+            .checked_div(self.served_ios)
+            .unwrap_or(est_ns);
+        rest + per_io * self.queue.len() as u64
     }
 }
 
@@ -437,7 +441,7 @@ impl Replay {
                 .into_iter()
                 .min_by_key(|(member, req)| {
                     let m = &self.members[*member];
-                    let wait = m.backlog_ns(now_ns);
+                    let wait = m.backlog_ns(now_ns, m.dev.estimate_ns(now_ns, req));
                     wait + m.dev.estimate_ns(now_ns + wait, req)
                 })
                 .expect("AnyOf names at least one member"),
