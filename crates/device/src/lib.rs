@@ -5,6 +5,29 @@
 //! [`Array`] turns one logical request into the member I/Os it costs (RAID-0 split,
 //! RAID-1 choice of copy, RAID-5 read-modify-write), in phases that run one after the
 //! other.
+//!
+//! Models: [`hdd::Hdd`] (zoned geometry, seek curve or table, rotation as a function of
+//! absolute time, transfer, read-ahead cache), [`ssd::Ssd`] (parallel flash elements, a
+//! page-mapped FTL with greedy GC), arrays in [`array`], power in [`energy`], the seed 001
+//! §2.5 formulas in [`analytic`]. [`parse_spec`] builds devices from a spec string such as
+//! `raid5:5xhdd:cheetah15k5:stripe=128`; parameter files live in `crates/device/models/`.
+
+pub mod analytic;
+pub mod array;
+pub mod cache;
+pub mod energy;
+pub mod geometry;
+pub mod hdd;
+pub mod params;
+pub mod seek;
+pub mod spec;
+pub mod ssd;
+
+pub use array::Placement;
+pub use hdd::Hdd;
+pub use params::ModelError;
+pub use spec::{parse_spec, Built, SpecError};
+pub use ssd::Ssd;
 
 /// One I/O at one device, in 512-byte sectors of that device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,4 +97,11 @@ pub trait Array: Send {
     fn members(&self) -> usize;
     /// The member I/Os `req` costs.
     fn map(&self, req: &DevRequest) -> Phases;
+    /// The explicit placement behind this array, for the layout optimizer to move blocks.
+    fn as_placement_mut(&mut self) -> Option<&mut Placement> {
+        None
+    }
+    fn as_placement(&self) -> Option<&Placement> {
+        None
+    }
 }

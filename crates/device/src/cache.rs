@@ -1,0 +1,143 @@
+//! The on-board cache of a disk: read-ahead segments, replaced least recently used.
+//!
+//! A read miss claims a segment, which the drive fills with the request and then keeps
+//! reading ahead into, sector after sector at media speed, until the segment is full or
+//! the next media access interrupts it. A later read whose sectors lie inside a segment is
+//! a hit; if the read-ahead has not reached them yet, the hit waits for it. Writes
+//! invalidate the segments they overlap. Fixed-size storage: no allocation per request.
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Segment {
+    pub start: u64,
+    /// End (exclusive) of what the read-ahead will have read if not interrupted.
+    pub fill_end: u64,
+    /// Sectors before `ready_from` are in the cache since `ready_from_ns`.
+    pub ready_from: u64,
+    pub ready_from_ns: f64,
+    /// Media time per sector while reading ahead.
+    pub ns_per_sector: f64,
+    pub last_use: u64,
+    pub valid: bool,
+}
+
+impl Segment {
+    /// End (exclusive) of the sectors in the cache at time `t_ns`.
+    pub fn end_at(&self, t_ns: f64) -> u64 {
+        if t_ns <= self.ready_from_ns {
+            return self.ready_from;
+        }
+        let read = ((t_ns - self.ready_from_ns) / self.ns_per_sector) as u64;
+        (self.ready_from + read).min(self.fill_end)
+    }
+
+    /// When sector `end - 1` will be in the cache.
+    pub fn ready_ns(&self, end: u64) -> f64 {
+        if end <= self.ready_from {
+            self.ready_from_ns
+        } else {
+            self.ready_from_ns + (end - self.ready_from) as f64 * self.ns_per_sector
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Cache {
+    segments: Vec<Segment>,
+    pub segment_sectors: u32,
+    pub read_hit_overhead_ns: f64,
+    pub write_caching: bool,
+    clock: u64,
+}
+
+impl Cache {
+    pub fn new(
+        segments: u32,
+        segment_sectors: u32,
+        read_hit_overhead_ns: f64,
+        write_caching: bool,
+    ) -> Cache {
+        Cache {
+            segments: vec![Segment::default(); segments as usize],
+            segment_sectors,
+            read_hit_overhead_ns,
+            write_caching,
+            clock: 0,
+        }
+    }
+
+    /// The segment holding (or about to hold) all of `[start, end)`.
+    pub fn find(&self, start: u64, end: u64) -> Option<usize> {
+        self.segments
+            .iter()
+            .position(|s| s.valid && s.start <= start && end <= s.fill_end)
+    }
+
+    pub fn segment(&self, i: usize) -> &Segment {
+        &self.segments[i]
+    }
+
+    pub fn touch(&mut self, i: usize) {
+        self.clock += 1;
+        self.segments[i].last_use = self.clock;
+    }
+
+    /// Where a running read-ahead has taken the head by `t_ns` (its last sector + 1), if
+    /// it moved the head past the request that started it. Does not change the cache.
+    pub fn reach_at(&self, t_ns: f64) -> Option<u64> {
+        self.segments
+            .iter()
+            .filter(|s| s.valid && s.ready_from < s.fill_end)
+            .find_map(|s| {
+                let end = s.end_at(t_ns);
+                (end > s.ready_from).then_some(end)
+            })
+    }
+
+    /// Stops the read-ahead at what it has read by `t_ns` (the head leaves for another
+    /// access); returns where the read-ahead took the head (its last sector + 1), if it
+    /// moved it past the request that started it.
+    pub fn interrupt(&mut self, t_ns: f64) -> Option<u64> {
+        let mut reached = None;
+        for s in self.segments.iter_mut() {
+            if !s.valid || s.ready_from >= s.fill_end {
+                continue;
+            }
+            let end = s.end_at(t_ns);
+            if end > s.ready_from {
+                reached = Some(end);
+            }
+            s.ready_from_ns = s.ready_ns(end).min(t_ns);
+            s.fill_end = end;
+            s.ready_from = end;
+        }
+        reached
+    }
+
+    /// Claims the least recently used segment for a miss on `[start, end)` completed at
+    /// `done_ns`; read-ahead runs up to `limit` (the capacity).
+    pub fn fill(&mut self, start: u64, end: u64, done_ns: f64, ns_per_sector: f64, limit: u64) {
+        let i = (0..self.segments.len())
+            .min_by_key(|&i| (self.segments[i].valid, self.segments[i].last_use))
+            .expect("a cache has at least one segment");
+        let fill_end = (start + self.segment_sectors as u64).min(limit).max(end);
+        self.segments[i] = Segment {
+            start,
+            fill_end,
+            ready_from: end,
+            ready_from_ns: done_ns,
+            ns_per_sector,
+            last_use: 0,
+            valid: true,
+        };
+        self.touch(i);
+    }
+
+    /// Drops the segments that overlap `[start, end)` (the data there changes).
+    pub fn invalidate(&mut self, start: u64, end: u64) {
+        for s in self.segments.iter_mut() {
+            if s.valid && s.start < end && start < s.fill_end {
+                s.valid = false;
+            }
+        }
+    }
+}

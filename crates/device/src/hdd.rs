@@ -1,0 +1,380 @@
+//! The disk drive model (DESIGN.md "Device models"; seed 001 §2.5).
+//!
+//! A media access costs: command overhead; a seek from the head's cylinder (the seek
+//! curve or measured table, plus settle), or a head switch when only the surface changes;
+//! the rotational wait until the first sector comes under the head; then the transfer at
+//! the zone's rate, with a head switch or one-cylinder seek (hidden by track/cylinder
+//! skew) at each track boundary the request crosses.
+//!
+//! The spindle never stops: its angle is `(t mod T_rot) / T_rot` of absolute time, so the
+//! rotational wait depends on when the seek ends. Semi-sequential accesses (seed 001
+//! §2.3: the next block placed where the head lands after the seek) and track-aligned
+//! accesses come out right, and a sequential request that arrives after the sector passed
+//! waits most of a revolution (the Cheetah "sequential, no cache" case of the models
+//! README, ~half a revolution on average).
+//!
+//! With the on-board cache ([`crate::cache`]) reads may hit read-ahead segments, and with
+//! write caching a write is acknowledged after the command overhead while the media write
+//! runs in the background; a later media access waits for it (that wait is reported in
+//! `overhead_ns`).
+
+use crate::cache::Cache;
+use crate::energy::{Activity, PowerModel};
+use crate::geometry::{Geometry, Location};
+use crate::params::{HddParams, LoadedModel, ModelParams};
+use crate::seek::SeekModel;
+use crate::{DevRequest, Device, Service};
+
+/// Rotational waits this close (ns) to a full turn are rounding noise around zero: a
+/// request issued at the (rounded) end of the previous one must not lose a revolution.
+const FULL_TURN_EPS_NS: f64 = 10.0;
+
+#[derive(Clone, Debug)]
+pub struct Hdd {
+    name: String,
+    geom: Geometry,
+    seek: SeekModel,
+    rot_ns: f64,
+    head_switch_ns: f64,
+    settle_ns: f64,
+    write_settle_ns: f64,
+    overhead_read_ns: f64,
+    overhead_write_ns: f64,
+    cache: Option<Cache>,
+    power: Option<PowerModel>,
+    activity: Activity,
+    cyl: u32,
+    head: u32,
+    /// End of the background write (write caching) the media is busy with.
+    busy_until_ns: f64,
+}
+
+/// The timing of one media access.
+#[derive(Clone, Copy, Debug, Default)]
+struct Media {
+    seek_ns: f64,
+    rotate_ns: f64,
+    transfer_ns: f64,
+    end_ns: f64,
+    cylinders: u64,
+    end: (u32, u32),
+    ns_per_sector: f64,
+}
+
+/// What serving a request will do, computed without changing the drive.
+#[derive(Clone, Copy, Debug)]
+enum Plan {
+    Hit(usize),
+    /// A media access starting at `start_ns`; `background` for a cached write.
+    Media {
+        start_ns: f64,
+        media: Media,
+        background: bool,
+    },
+}
+
+impl Hdd {
+    /// Builds a drive from a loaded parameter file.
+    pub fn new(model: &LoadedModel) -> Option<Hdd> {
+        let ModelParams::Hdd(p) = &model.params else {
+            return None;
+        };
+        Some(Self::from_params(p, &model.seek_points))
+    }
+
+    pub fn from_params(p: &HddParams, seek_points: &[(f64, f64)]) -> Hdd {
+        let cylinders = p.zones.last().map_or(0, |z| z.last_cylinder + 1);
+        let seek = SeekModel::new(&p.seek, seek_points, cylinders);
+        let geom = Geometry::new(p, seek.seek_ns(1) / 1e6);
+        let cache = p.cache.as_ref().filter(|c| c.enabled).map(|c| {
+            Cache::new(
+                c.segments,
+                c.segment_sectors,
+                c.read_hit_overhead_ms * 1e6,
+                c.write_caching,
+            )
+        });
+        Hdd {
+            name: format!("hdd:{}", p.name),
+            geom,
+            seek,
+            rot_ns: 60e9 / p.rpm,
+            head_switch_ns: p.head_switch_ms * 1e6,
+            settle_ns: p.settle_ms * 1e6,
+            write_settle_ns: p.write_settle_ms * 1e6,
+            overhead_read_ns: p.overhead_read_ms * 1e6,
+            overhead_write_ns: p.overhead_write_ms * 1e6,
+            cache,
+            power: p.power.as_ref().map(PowerModel::from),
+            activity: Activity::default(),
+            cyl: 0,
+            head: 0,
+            busy_until_ns: 0.0,
+        }
+    }
+
+    /// Turns the on-board cache off (the "cache disabled" runs of the models README).
+    pub fn without_cache(mut self) -> Hdd {
+        self.cache = None;
+        self
+    }
+
+    pub fn has_cache(&self) -> bool {
+        self.cache.is_some()
+    }
+    pub fn geometry(&self) -> &Geometry {
+        &self.geom
+    }
+    pub fn seek_model(&self) -> &SeekModel {
+        &self.seek
+    }
+    /// One revolution in ns.
+    pub fn rotation_ns(&self) -> f64 {
+        self.rot_ns
+    }
+    /// (cylinder, head) where the head is.
+    pub fn head_position(&self) -> (u32, u32) {
+        (self.cyl, self.head)
+    }
+    /// Puts the head at `sector`'s track (tests and warm starts).
+    pub fn set_head(&mut self, sector: u64) {
+        let l = self.geom.locate(sector);
+        (self.cyl, self.head) = (l.cylinder, l.head);
+    }
+
+    /// Spindle angle at absolute time `t_ns`, in revolutions.
+    #[inline]
+    fn angle(&self, t_ns: f64) -> f64 {
+        (t_ns % self.rot_ns) / self.rot_ns
+    }
+
+    /// Time until `angle` comes under the head at `t_ns`.
+    #[inline]
+    fn wait_for(&self, angle: f64, t_ns: f64) -> f64 {
+        let w = (angle - self.angle(t_ns)).rem_euclid(1.0) * self.rot_ns;
+        if w > self.rot_ns - FULL_TURN_EPS_NS {
+            0.0
+        } else {
+            w
+        }
+    }
+
+    /// Time to move from (`cyl`, `head`) to `to`: seek plus settle, or a head switch.
+    #[inline]
+    fn position_ns(&self, cyl: u32, head: u32, to: &Location) -> (f64, u64) {
+        let d = cyl.abs_diff(to.cylinder);
+        if d > 0 {
+            (self.seek.seek_ns(d) + self.settle_ns, d as u64)
+        } else if head != to.head {
+            (self.head_switch_ns, 0)
+        } else {
+            (0.0, 0)
+        }
+    }
+
+    /// Times a media access of `req` that starts at `t_ns` with the head at `from`.
+    fn media(&self, t_ns: f64, from: (u32, u32), req: &DevRequest) -> Media {
+        let mut loc = self.geom.locate(req.sector);
+        let (mut seek_ns, cylinders) = self.position_ns(from.0, from.1, &loc);
+        if req.write {
+            seek_ns += self.write_settle_ns;
+        }
+        let mut t = t_ns + seek_ns;
+        let mut rotate_ns = self.wait_for(loc.angle, t);
+        t += rotate_ns;
+        let mut transfer_ns = 0.0;
+        let mut sector = req.sector;
+        let mut left = req.sectors as u64;
+        loop {
+            let spt = loc.sectors_per_track as u64;
+            let n = left.min(spt - loc.sector as u64);
+            let x = n as f64 * self.rot_ns / spt as f64;
+            transfer_ns += x;
+            t += x;
+            left -= n;
+            if left == 0 {
+                break;
+            }
+            // Crossing a track boundary: the skew hides the switch when it is a plain
+            // head switch or one-cylinder seek (seed 001 §2.3's track skew).
+            sector += n;
+            let next = self.geom.locate(sector);
+            let (switch_ns, _) = self.position_ns(loc.cylinder, loc.head, &next);
+            seek_ns += switch_ns;
+            t += switch_ns;
+            let w = self.wait_for(next.angle, t);
+            rotate_ns += w;
+            t += w;
+            loc = next;
+        }
+        Media {
+            seek_ns,
+            rotate_ns,
+            transfer_ns,
+            end_ns: t,
+            cylinders,
+            end: (loc.cylinder, loc.head),
+            ns_per_sector: self.rot_ns / loc.sectors_per_track as f64,
+        }
+    }
+
+    /// Where the head is at `t_ns`: a running read-ahead may have carried it on.
+    fn head_at(&self, t_ns: f64) -> (u32, u32) {
+        match self.cache.as_ref().and_then(|c| c.reach_at(t_ns)) {
+            Some(end) => {
+                let l = self.geom.locate(end - 1);
+                (l.cylinder, l.head)
+            }
+            None => (self.cyl, self.head),
+        }
+    }
+
+    /// The service of `req` at `start_ns` and what it does, without changing the drive.
+    fn plan(&self, start_ns: u64, req: &DevRequest) -> (Service, Plan) {
+        let start = start_ns as f64;
+        let end_sector = req.sector + req.sectors as u64;
+        if let Some(c) = self.cache.as_ref().filter(|_| !req.write) {
+            if let Some(i) = c.find(req.sector, end_sector) {
+                // A hit waits for read-ahead that has not reached its sectors yet.
+                let wait = (c.segment(i).ready_ns(end_sector) - start).max(0.0);
+                let s = service(c.read_hit_overhead_ns, 0.0, 0.0, wait, 0, true);
+                return (s, Plan::Hit(i));
+            }
+        }
+        let overhead = if req.write {
+            self.overhead_write_ns
+        } else {
+            self.overhead_read_ns
+        };
+        let background = req.write && self.cache.as_ref().is_some_and(|c| c.write_caching);
+        let media_start = (start + overhead).max(self.busy_until_ns);
+        let media = self.media(media_start, self.head_at(media_start), req);
+        let s = if background {
+            service(overhead, 0.0, 0.0, 0.0, media.cylinders, false)
+        } else {
+            let queued = media_start - start;
+            service(
+                queued,
+                media.seek_ns,
+                media.rotate_ns,
+                media.transfer_ns,
+                media.cylinders,
+                false,
+            )
+        };
+        let plan = Plan::Media {
+            start_ns: media_start,
+            media,
+            background,
+        };
+        (s, plan)
+    }
+
+    fn commit(&mut self, req: &DevRequest, plan: Plan) {
+        let end_sector = req.sector + req.sectors as u64;
+        let capacity = self.geom.capacity_sectors();
+        match plan {
+            Plan::Hit(i) => {
+                if let Some(c) = self.cache.as_mut() {
+                    c.touch(i);
+                }
+            }
+            Plan::Media {
+                start_ns,
+                media,
+                background,
+            } => {
+                if let Some(c) = self.cache.as_mut() {
+                    c.interrupt(start_ns);
+                    if req.write {
+                        c.invalidate(req.sector, end_sector);
+                    } else {
+                        c.fill(
+                            req.sector,
+                            end_sector,
+                            media.end_ns,
+                            media.ns_per_sector,
+                            capacity,
+                        );
+                    }
+                }
+                if background {
+                    self.busy_until_ns = media.end_ns;
+                }
+                (self.cyl, self.head) = media.end;
+                self.activity.seek_ns += media.seek_ns as u64;
+                self.activity.transfer_ns += media.transfer_ns as u64;
+            }
+        }
+    }
+
+    /// The sector of track (`cyl`, `head`) that comes under the head first when a seek
+    /// from `from_cyl` starts at `after_ns`: the next block of a semi-sequential access
+    /// (seed 001 §2.6, DiskSim's `findSemiSequential`). `None` past the last track.
+    pub fn find_semi_sequential(
+        &self,
+        after_ns: u64,
+        from: (u32, u32),
+        cyl: u32,
+        head: u32,
+    ) -> Option<u64> {
+        let (first, spt) = self.geom.track_start(cyl, head)?;
+        let to = self.geom.locate(first);
+        let (move_ns, _) = self.position_ns(from.0, from.1, &to);
+        let landing = self.angle(after_ns as f64 + move_ns);
+        let index =
+            ((landing - to.angle).rem_euclid(1.0) * spt as f64 - 1e-9).ceil() as u64 % spt as u64;
+        Some(first + index)
+    }
+}
+
+fn service(
+    overhead: f64,
+    seek: f64,
+    rotate: f64,
+    transfer: f64,
+    cylinders: u64,
+    hit: bool,
+) -> Service {
+    let (o, s, r, t) = (
+        overhead.round() as u64,
+        seek.round() as u64,
+        rotate.round() as u64,
+        transfer.round() as u64,
+    );
+    Service {
+        total_ns: o + s + r + t,
+        overhead_ns: o,
+        seek_ns: s,
+        rotate_ns: r,
+        transfer_ns: t,
+        seek_cylinders: cylinders,
+        cache_hit: hit,
+    }
+}
+
+impl Device for Hdd {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn capacity_sectors(&self) -> u64 {
+        self.geom.capacity_sectors()
+    }
+    fn service(&mut self, start_ns: u64, req: &DevRequest) -> Service {
+        let (s, plan) = self.plan(start_ns, req);
+        self.commit(req, plan);
+        s
+    }
+    fn estimate_ns(&self, start_ns: u64, req: &DevRequest) -> u64 {
+        self.plan(start_ns, req).0.total_ns
+    }
+    fn position_key(&self, sector: u64) -> u64 {
+        self.geom.locate(sector).cylinder as u64
+    }
+    fn head_key(&self) -> u64 {
+        self.cyl as u64
+    }
+    fn energy_j(&self, elapsed_ns: u64) -> Option<f64> {
+        self.power.map(|p| p.energy_j(elapsed_ns, self.activity))
+    }
+}
