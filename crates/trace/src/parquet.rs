@@ -210,12 +210,16 @@ struct Columns {
     op: StringArray,
 }
 
-/// Requests read back from Parquet, batch by batch, for [`crate::TraceReader`].
+/// Requests read back from Parquet, batch by batch, for [`crate::TraceReader`]. Each batch
+/// is decoded column by column into requests at once (tight loops over plain slices); the
+/// rare bad rows are kept aside with their errors.
 pub(crate) struct ParquetRows {
     batches: ParquetRecordBatchReader,
-    columns: Option<Columns>,
+    rows: std::vec::IntoIter<Request>,
+    /// Bad rows of the current batch, by index, in order.
+    bad: std::collections::VecDeque<(usize, FieldError)>,
     next: usize,
-    /// Rows returned before the current batch: row numbers in errors count from 1.
+    /// Rows before the current batch: row numbers in errors count from 1.
     base_row: u64,
     pub(crate) commands: Commands,
 }
@@ -230,7 +234,8 @@ impl ParquetRows {
             .map_err(|e| other(path, format!("not a readable Parquet trace: {e}")))?;
         Ok(ParquetRows {
             batches,
-            columns: None,
+            rows: Vec::new().into_iter(),
+            bad: Default::default(),
             next: 0,
             base_row: 0,
             commands: Commands::new(),
@@ -240,21 +245,25 @@ impl ParquetRows {
     /// The next row as a request (or why it is not one), with its 1-based row number.
     pub(crate) fn next_parsed(&mut self, path: &Path) -> Result<NextParsed, TraceError> {
         loop {
-            if let Some(cols) = &self.columns {
-                if self.next < cols.ts_ns.len() {
-                    let i = self.next;
-                    self.next += 1;
-                    let row = self.base_row + i as u64 + 1;
-                    return Ok(Some((row, cols.request(i).map(Parsed::Request))));
+            if let Some(r) = self.rows.next() {
+                let i = self.next;
+                self.next += 1;
+                let row = self.base_row + i as u64 + 1;
+                if self.bad.front().is_some_and(|(b, _)| *b == i) {
+                    let (_, e) = self.bad.pop_front().expect("checked");
+                    return Ok(Some((row, Err(e))));
                 }
-                self.base_row += cols.ts_ns.len() as u64;
+                return Ok(Some((row, Ok(Parsed::Request(r)))));
             }
+            self.base_row += self.next as u64;
             let Some(batch) = self.batches.next() else {
                 return Ok(None);
             };
             let batch = batch.map_err(|e| other(path, format!("reading Parquet: {e}")))?;
-            self.columns =
-                Some(Columns::of(&batch, &mut self.commands).map_err(|e| other(path, e))?);
+            let cols = Columns::of(&batch, &mut self.commands).map_err(|e| other(path, e))?;
+            let (rows, bad) = cols.decode();
+            self.rows = rows.into_iter();
+            self.bad = bad;
             self.next = 0;
         }
     }
@@ -298,7 +307,51 @@ impl Columns {
         })
     }
 
-    fn request(&self, i: usize) -> Result<Request, FieldError> {
+    /// Every row as a request, plus the rows that are not valid requests and why.
+    fn decode(
+        &self,
+    ) -> (
+        Vec<Request>,
+        std::collections::VecDeque<(usize, FieldError)>,
+    ) {
+        let CommandColumn { keys, ids } = &self.command;
+        let (offsets, op_bytes) = (self.op.value_offsets(), self.op.value_data());
+        let mut bad = std::collections::VecDeque::new();
+        let rows = (0..self.ts_ns.len())
+            .map(|i| {
+                let op = match &op_bytes[offsets[i] as usize..offsets[i + 1] as usize] {
+                    b"W" => Op::Write,
+                    _ => Op::Read, // "R"; anything else is reported by `check`
+                };
+                let command = match keys.is_valid(i) {
+                    true => ids
+                        .get(keys.values()[i] as usize)
+                        .copied()
+                        .unwrap_or(NO_COMMAND),
+                    false => NO_COMMAND,
+                };
+                Request {
+                    ts_ns: self.ts_ns.values()[i],
+                    pid: self.pid.is_valid(i).then(|| self.pid.values()[i]),
+                    command,
+                    device: self.device.values()[i],
+                    sector: self.sector.values()[i],
+                    sectors: self.sectors.values()[i],
+                    op,
+                }
+            })
+            .collect();
+        for i in 0..self.ts_ns.len() {
+            if let Err(e) = self.check(i) {
+                bad.push_back((i, e));
+            }
+        }
+        (rows, bad)
+    }
+
+    /// Whether row `i` is a valid request: no nulls where a value is required, a length,
+    /// an op of R or W, a command key inside its dictionary.
+    fn check(&self, i: usize) -> Result<(), FieldError> {
         for (name, null) in [
             ("ts_ns", self.ts_ns.is_null(i)),
             ("device", self.device.is_null(i)),
@@ -310,31 +363,18 @@ impl Columns {
                 return Err(FieldError::new(name, "null"));
             }
         }
-        let sectors = self.sectors.value(i);
-        if sectors == 0 {
+        if self.sectors.values()[i] == 0 {
             return Err(FieldError::new("sectors", "a request of 0 sectors"));
         }
-        let op = match self.op.value(i) {
-            "R" => Op::Read,
-            "W" => Op::Write,
+        match self.op.value(i) {
+            "R" | "W" => {}
             other => return Err(FieldError::new("op", format!("'{other}' is not R or W"))),
-        };
+        }
         let CommandColumn { keys, ids } = &self.command;
-        let command = if keys.is_valid(i) {
-            *ids.get(keys.value(i) as usize)
-                .ok_or_else(|| FieldError::new("command", "dictionary key out of range"))?
-        } else {
-            NO_COMMAND
-        };
-        Ok(Request {
-            ts_ns: self.ts_ns.value(i),
-            pid: self.pid.is_valid(i).then(|| self.pid.value(i)),
-            command,
-            device: self.device.value(i),
-            sector: self.sector.value(i),
-            sectors,
-            op,
-        })
+        if keys.is_valid(i) && keys.values()[i] as usize >= ids.len() {
+            return Err(FieldError::new("command", "dictionary key out of range"));
+        }
+        Ok(())
     }
 }
 

@@ -336,12 +336,11 @@ impl LineBackend {
             return Ok(None);
         }
         self.line_no += 1;
-        let parsed = match std::str::from_utf8(&self.buf) {
-            Ok(s) => self
-                .format
-                .parse(s.trim_end_matches(['\n', '\r']), &mut self.state),
-            Err(_) => Err(FieldError::new("line", "not valid UTF-8")),
-        };
+        let mut line = &self.buf[..];
+        while let [rest @ .., b'\n' | b'\r'] = line {
+            line = rest;
+        }
+        let parsed = self.format.parse_bytes(line, &mut self.state);
         Ok(Some((self.line_no, parsed)))
     }
 }
@@ -405,5 +404,46 @@ fn sniff(
                 many.iter().map(|f| f.name()).collect::<Vec<_>>().join(", ")
             ),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{Ascii, MsrWindows, Native};
+
+    fn sample(lines: &[&str]) -> VecDeque<(u64, String)> {
+        (1..).zip(lines.iter().map(|l| l.to_string())).collect()
+    }
+
+    /// A format that claims everything, to make two formats claim one file.
+    struct Greedy;
+    impl LineFormat for Greedy {
+        fn name(&self) -> &'static str {
+            "greedy"
+        }
+        fn describe(&self) -> &'static str {
+            "claims any file"
+        }
+        fn sniff(&self, _: &[&str]) -> bool {
+            true
+        }
+        fn parse(&self, _: &str, _: &mut ParseState) -> Result<Parsed, FieldError> {
+            Ok(Parsed::Skip)
+        }
+    }
+
+    #[test]
+    fn two_claims_are_refused_not_guessed() {
+        let lines = sample(&["1 2 cc 3 8 R"]);
+        let e = sniff(Path::new("t"), &lines, &[&Native, &Greedy])
+            .err()
+            .unwrap();
+        assert_eq!(
+            e.to_string(),
+            "t: the first lines fit several formats (native, greedy); pass --format"
+        );
+        let one = sniff(Path::new("t"), &lines, &[&Native, &Ascii, &MsrWindows]).unwrap();
+        assert_eq!(one.name(), "native");
     }
 }

@@ -104,7 +104,7 @@ fn copy(reader: &mut TraceReader, sink: &mut Sink, out: &Path) -> Result<u64> {
     while let Some(r) = reader.next_request()? {
         sink.push(r, reader.commands(), out)?;
         n += 1;
-        if n % 65_536 == 0 {
+        if n.is_multiple_of(65_536) {
             bar.set_position(n);
         }
     }

@@ -51,6 +51,15 @@ pub struct ParseState {
 }
 
 impl ParseState {
+    /// The id of the command spelled by `name` when it is the last one interned: the hot
+    /// path's shortcut that needs no UTF-8 check.
+    pub(crate) fn last_command_id(&self, name: &[u8]) -> Option<CommandId> {
+        match &self.last_command {
+            Some((last, id)) if last.as_bytes() == name => Some(*id),
+            _ => None,
+        }
+    }
+
     /// The id of `name`, interning it when new (see `last_command`).
     pub fn intern(&mut self, name: &str) -> CommandId {
         if let Some((last, id)) = &self.last_command {
@@ -75,6 +84,15 @@ pub trait LineFormat: Send + Sync {
     fn sniff(&self, lines: &[&str]) -> bool;
     /// Parse one line (without its newline). Errors name the field that is wrong.
     fn parse(&self, line: &str, state: &mut ParseState) -> Result<Parsed, FieldError>;
+    /// Parse one line given as bytes: what the streaming reader calls. Formats on the hot
+    /// path override it to skip UTF-8 validation of numeric fields; the result must equal
+    /// `parse` of the same line.
+    fn parse_bytes(&self, line: &[u8], state: &mut ParseState) -> Result<Parsed, FieldError> {
+        match std::str::from_utf8(line) {
+            Ok(s) => self.parse(s, state),
+            Err(_) => Err(FieldError::new("line", "not valid UTF-8")),
+        }
+    }
 }
 
 /// Every line format, in the order `--format auto` tries them.

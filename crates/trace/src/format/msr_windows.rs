@@ -55,3 +55,36 @@ impl LineFormat for MsrWindows {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::Ascii;
+
+    /// The two five-column formats never both claim a sample: the time's decimal point
+    /// decides, even when every offset happens to be a multiple of 512.
+    #[test]
+    fn ascii_and_msr_windows_are_told_apart() {
+        let ascii_like = ["0 0 1024 4096 1", "26214000 1 2048 512 0"];
+        assert!(Ascii.sniff(&ascii_like));
+        assert!(!MsrWindows.sniff(&ascii_like));
+        let windows = ["0.000 0 1024 4096 1", "22.810 1 2048 512 0"];
+        assert!(MsrWindows.sniff(&windows));
+        assert!(!Ascii.sniff(&windows));
+        // one integer time among decimal ones: neither claims it, auto asks for --format
+        let mixed = ["0.000 0 1024 4096 1", "22 1 2048 512 0"];
+        assert!(!MsrWindows.sniff(&mixed));
+        assert!(!Ascii.sniff(&mixed));
+    }
+
+    #[test]
+    fn unaligned_offset_is_a_field_error() {
+        let e = MsrWindows
+            .parse("1.5 0 1000 4096 1", &mut ParseState::default())
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "field offset: byte offset 1000 is not a multiple of 512 (a sector)"
+        );
+    }
+}

@@ -31,6 +31,18 @@ impl LineFormat for Native {
         super::sniff_by_parsing(self, lines)
     }
 
+    /// The fast path for well-formed lines; anything unusual (comments, a bad field, an
+    /// overlong number) is left to `parse`, so errors read the same either way.
+    fn parse_bytes(&self, line: &[u8], state: &mut ParseState) -> Result<Parsed, FieldError> {
+        if let Some(r) = parse_fast(line, state) {
+            return Ok(Parsed::Request(r));
+        }
+        match std::str::from_utf8(line) {
+            Ok(s) => self.parse(s, state),
+            Err(_) => Err(FieldError::new("line", "not valid UTF-8")),
+        }
+    }
+
     fn parse(&self, line: &str, state: &mut ParseState) -> Result<Parsed, FieldError> {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -59,6 +71,70 @@ impl LineFormat for Native {
             op,
         }))
     }
+}
+
+/// The next blank-separated token of `line` from `*at`.
+#[inline]
+fn token<'a>(line: &'a [u8], at: &mut usize) -> Option<&'a [u8]> {
+    let mut i = *at;
+    while i < line.len() && line[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    let start = i;
+    while i < line.len() && !line[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    *at = i;
+    (i > start).then(|| &line[start..i])
+}
+
+/// Digits only, at most `max_digits` of them (so that the value cannot overflow).
+#[inline]
+fn digits(t: &[u8], max_digits: usize) -> Option<u64> {
+    if t.is_empty() || t.len() > max_digits {
+        return None;
+    }
+    let mut v = 0u64;
+    for &b in t {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v * 10 + u64::from(d);
+    }
+    Some(v)
+}
+
+/// A well-formed native line without allocating or validating UTF-8 beyond the command.
+fn parse_fast(line: &[u8], state: &mut ParseState) -> Option<Request> {
+    let mut at = 0;
+    let ts_ns = digits(token(line, &mut at)?, 19)?;
+    let pid = digits(token(line, &mut at)?, 9)? as u32;
+    let command = token(line, &mut at)?;
+    let sector = digits(token(line, &mut at)?, 19)?;
+    let sectors = digits(token(line, &mut at)?, 9)? as u32;
+    let op = match token(line, &mut at)? {
+        b"R" | b"r" => Op::Read,
+        b"W" | b"w" => Op::Write,
+        _ => return None,
+    };
+    if sectors == 0 || token(line, &mut at).is_some() {
+        return None;
+    }
+    let command = match state.last_command_id(command) {
+        Some(id) => id,
+        None if command == b"-" => crate::request::NO_COMMAND,
+        None => state.intern(std::str::from_utf8(command).ok()?),
+    };
+    Some(Request {
+        ts_ns,
+        pid: Some(pid),
+        command,
+        device: 0,
+        sector,
+        sectors,
+        op,
+    })
 }
 
 /// Writes one request as a native line (with its newline). Requests without a pid are
@@ -118,5 +194,34 @@ mod tests {
         assert_eq!(e.field, "op");
         let e = Native.parse("1 x cc 3 8 R", &mut st).unwrap_err();
         assert_eq!(e.field, "pid");
+    }
+
+    /// The fast byte path and the str path must agree on every line, good or bad.
+    #[test]
+    fn fast_path_agrees_with_parse() {
+        let lines = [
+            "430520000 4129 bash 12648728 8 R",
+            "1\t2\t-\t3\t8\tw",
+            "  1 2 cc 3 8 W  ",
+            "18446744073709551615 4294967295 x 18446744073709551615 4294967295 r",
+            "18446744073709551616 1 x 1 1 R",
+            "1 4294967296 x 1 1 R",
+            "1 2 cc 3 0 R",
+            "1 2 cc 3 8 R extra",
+            "1 2 cc 3 8",
+            "# comment",
+            "",
+            "1 2 \u{e9}t\u{e9} 3 8 R",
+            "1 2 cc 3 8 RW",
+        ];
+        for line in lines {
+            let (mut a, mut b) = (ParseState::default(), ParseState::default());
+            let fast = Native.parse_bytes(line.as_bytes(), &mut a);
+            let slow = Native.parse(line, &mut b);
+            assert_eq!(fast, slow, "{line:?}");
+            if let Ok(Parsed::Request(r)) = fast {
+                assert_eq!(a.commands.name(r.command), b.commands.name(r.command));
+            }
+        }
     }
 }
