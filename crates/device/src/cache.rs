@@ -47,6 +47,8 @@ pub struct Cache {
     pub read_hit_overhead_ns: f64,
     pub write_caching: bool,
     clock: u64,
+    /// The segment whose read-ahead may still run (only the last miss's can).
+    pending: Option<usize>,
 }
 
 impl Cache {
@@ -62,6 +64,7 @@ impl Cache {
             read_hit_overhead_ns,
             write_caching,
             clock: 0,
+            pending: None,
         }
     }
 
@@ -84,31 +87,24 @@ impl Cache {
     /// Where a running read-ahead has taken the head by `t_ns` (its last sector + 1), if
     /// it moved the head past the request that started it. Does not change the cache.
     pub fn reach_at(&self, t_ns: f64) -> Option<u64> {
-        self.segments
-            .iter()
-            .filter(|s| s.valid && s.ready_from < s.fill_end)
-            .find_map(|s| {
-                let end = s.end_at(t_ns);
-                (end > s.ready_from).then_some(end)
-            })
+        let s = &self.segments[self.pending?];
+        let end = s.end_at(t_ns);
+        (s.valid && s.ready_from < s.fill_end && end > s.ready_from).then_some(end)
     }
 
     /// Stops the read-ahead at what it has read by `t_ns` (the head leaves for another
     /// access); returns where the read-ahead took the head (its last sector + 1), if it
     /// moved it past the request that started it.
     pub fn interrupt(&mut self, t_ns: f64) -> Option<u64> {
-        let mut reached = None;
-        for s in self.segments.iter_mut() {
-            if !s.valid || s.ready_from >= s.fill_end {
-                continue;
+        let reached = self.reach_at(t_ns);
+        if let Some(i) = self.pending.take() {
+            let s = &mut self.segments[i];
+            if s.valid && s.ready_from < s.fill_end {
+                let end = s.end_at(t_ns);
+                s.ready_from_ns = s.ready_ns(end).min(t_ns);
+                s.fill_end = end;
+                s.ready_from = end;
             }
-            let end = s.end_at(t_ns);
-            if end > s.ready_from {
-                reached = Some(end);
-            }
-            s.ready_from_ns = s.ready_ns(end).min(t_ns);
-            s.fill_end = end;
-            s.ready_from = end;
         }
         reached
     }
@@ -116,9 +112,16 @@ impl Cache {
     /// Claims the least recently used segment for a miss on `[start, end)` completed at
     /// `done_ns`; read-ahead runs up to `limit` (the capacity).
     pub fn fill(&mut self, start: u64, end: u64, done_ns: f64, ns_per_sector: f64, limit: u64) {
-        let i = (0..self.segments.len())
-            .min_by_key(|&i| (self.segments[i].valid, self.segments[i].last_use))
-            .expect("a cache has at least one segment");
+        // Invalid segments first (rank 0), then the least recently used. A plain loop:
+        // `min_by_key` on a (bool, u64) tuple compiled to store-forwarding stalls here.
+        let mut i = 0;
+        let mut best = u64::MAX;
+        for (j, seg) in self.segments.iter().enumerate() {
+            let rank = if seg.valid { seg.last_use } else { 0 };
+            if rank < best {
+                (i, best) = (j, rank);
+            }
+        }
         let fill_end = (start + self.segment_sectors as u64).min(limit).max(end);
         self.segments[i] = Segment {
             start,
@@ -130,6 +133,7 @@ impl Cache {
             valid: true,
         };
         self.touch(i);
+        self.pending = Some(i);
     }
 
     /// Drops the segments that overlap `[start, end)` (the data there changes).

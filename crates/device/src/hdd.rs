@@ -145,7 +145,8 @@ impl Hdd {
     /// Spindle angle at absolute time `t_ns`, in revolutions.
     #[inline]
     fn angle(&self, t_ns: f64) -> f64 {
-        (t_ns % self.rot_ns) / self.rot_ns
+        // `%` on f64 is a slow library fmod; the fractional part of turns is the same.
+        (t_ns / self.rot_ns).fract()
     }
 
     /// Time until `angle` comes under the head at `t_ns`.
