@@ -19,8 +19,8 @@
 //!
 //! Scoring: each strategy scores +1 per constrained attribute whose measured level
 //! matches its arrow and -1 per one that contradicts it; unknown levels count 0. The
-//! highest score wins; ties go to the strategy with more matches, then to the order of the
-//! table. A best score of 0 or less, or an empty trace, keeps the legacy layout: nothing in
+//! highest score wins; ties go to the strategy with fewer contradicted cells (the more
+//! cautious claim), then to the order of the table. A best score of 0 or less, or an empty trace, keeps the legacy layout: nothing in
 //! the workload argues for moving data.
 
 use serde::Serialize;
@@ -80,6 +80,9 @@ pub struct Advice {
     /// The numbers that drove the choice, matched and contradicting.
     pub reasons: Vec<String>,
     pub attributes: Vec<Attribute>,
+    /// Attributes whose level matches the chosen row, and those that contradict it.
+    pub matched: Vec<&'static str>,
+    pub against: Vec<&'static str>,
     /// Score of every strategy, in table order.
     pub scores: Vec<(Strategy, i32)>,
 }
@@ -220,21 +223,48 @@ pub fn advise(m: &Measures) -> Advice {
             .iter()
             .filter(|(i, _)| attrs[*i].level != Level::Unknown)
             .count() as i32;
-        let score = matches - (known - matches);
+        let against = known - matches;
+        let score = matches - against;
         scores.push((strategy, score));
-        if best.as_ref().is_none_or(|b| (score, matches) > (b.1, b.2)) {
-            best = Some((strategy, score, matches, row));
+        if best
+            .as_ref()
+            .is_none_or(|b| (score, -against) > (b.1, -b.2))
+        {
+            best = Some((strategy, score, against, row));
         }
     }
     let (mut strategy, score, _, row) = best.expect("table is not empty");
+    let known: Vec<(usize, Level)> = row
+        .iter()
+        .copied()
+        .filter(|(i, _)| attrs[*i].level != Level::Unknown)
+        .collect();
+    let pick = |want_match: bool| -> Vec<&'static str> {
+        known
+            .iter()
+            .filter(|(i, l)| (attrs[*i].level == *l) == want_match)
+            .map(|(i, _)| attrs[*i].name)
+            .collect()
+    };
+    let (mut matched, mut against) = (pick(true), pick(false));
     let mut reasons: Vec<String> = Vec::new();
+    if m.requests == 0 || score <= 0 {
+        matched.clear();
+        against.clear();
+    }
     if m.requests == 0 {
         strategy = Strategy::LegacySequential;
         reasons.push("the trace holds no requests".to_string());
     } else if score <= 0 {
         strategy = Strategy::LegacySequential;
         reasons.push(format!("no strategy of seed 001 Table 4.1 scores above 0 (best {score}): nothing argues for moving data"));
-        reasons.extend(attrs.iter().map(|a| describe(a, a.level)));
+        reasons.extend(attrs.iter().map(|a| {
+            let v = a.value.map_or("unknown".to_string(), |v| format!("{v:.3}"));
+            format!(
+                "{} = {v} ({:?}, threshold {})",
+                a.name, a.level, a.threshold
+            )
+        }));
     } else {
         reasons.extend(
             row.iter()
@@ -252,6 +282,8 @@ pub fn advise(m: &Measures) -> Advice {
         strategy,
         summary: strategy.describe(),
         reasons,
+        matched,
+        against,
         attributes: attrs,
         scores,
     }
@@ -294,6 +326,19 @@ mod tests {
             .reasons
             .iter()
             .any(|r| r.starts_with("partial_determinism = 0.600")));
+    }
+
+    #[test]
+    fn ties_go_to_the_strategy_with_fewer_contradictions() {
+        // Stable, bursty, mostly sequential (0.57), little repetition (0.14), skewed (0.47),
+        // read-mostly. Dynamic-for-static: +1 +1 -1 -1 +1 = 1 with 2 against; legacy:
+        // seq +1, pd +1, skew -1 = 1 with 1 against -> legacy.
+        let a = advise(&measures(0.72, 4546.0, 0.57, 0.14, 0.47, 0.98));
+        assert_eq!(a.scores[1], (Strategy::DynamicForStaticAccess, 1));
+        assert_eq!(a.scores[4], (Strategy::LegacySequential, 1));
+        assert_eq!(a.strategy, Strategy::LegacySequential);
+        assert_eq!(a.matched, vec!["sequentiality", "partial_determinism"]);
+        assert_eq!(a.against, vec!["non_uniform_frequency"]);
     }
 
     #[test]

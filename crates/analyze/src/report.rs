@@ -150,13 +150,13 @@ fn heat_map(path: &Path, a: &Analysis) -> io::Result<()> {
 
 fn working_sets(path: &Path, a: &Analysis) -> io::Result<()> {
     let root = canvas(path, (720, 420))?;
-    let n = a.intervals.len().max(1) as u64;
+    let n = a.intervals.len().max(2) as u64;
     let mut chart = ChartBuilder::on(&root)
         .caption("Working-set overlap with the first interval", (FONT, 20))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(50)
-        .build_cartesian_2d(0u64..n, 0f64..1.05)
+        .build_cartesian_2d(0u64..n - 1, 0f64..1.05)
         .map_err(plot_err)?;
     chart
         .configure_mesh()

@@ -33,7 +33,9 @@ impl Interval {
         match self {
             Interval::Duration { ns } => format!("every {}", crate::units::format_ns(*ns)),
             Interval::Requests { n } => format!("every {n} requests"),
-            Interval::Starts { starts_ns } => format!("{} given start times", starts_ns.len()),
+            Interval::Starts { starts_ns } => {
+                format!("{} intervals from given start times", starts_ns.len() + 1)
+            }
         }
     }
 }
