@@ -220,3 +220,80 @@ impl ProcessGraphs {
         (w_in, w_out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reblock_trace::Op;
+
+    fn req(pid: u32, command: CommandId, sector: u64) -> Request {
+        Request {
+            ts_ns: 0,
+            pid: Some(pid),
+            command,
+            device: 0,
+            sector,
+            sectors: 8,
+            op: Op::Read,
+        }
+    }
+
+    fn key(pid: u32, command: CommandId) -> ProcessKey {
+        ProcessKey {
+            pid: Some(pid),
+            command,
+        }
+    }
+
+    /// Interleaving does not mix streams: process 1 reads 0 8 0 8, process 2 reads 8 0
+    /// between them; a recycled pid with another command is another process.
+    #[test]
+    fn edges_follow_each_process_stream() {
+        let e = |s| Extent::new(s, 8);
+        let trace = [
+            req(1, 1, 0),
+            req(2, 2, 8),
+            req(1, 1, 8),
+            req(2, 2, 0),
+            req(1, 1, 0),
+            req(1, 3, 16),
+            req(1, 1, 8),
+        ];
+        let g = ProcessGraphs::build(trace, GraphOptions::default());
+        assert_eq!(g.processes().len(), 3);
+        assert_eq!(g.requests(), 7);
+        assert_eq!(g.edge_weight(key(1, 1), e(0), e(8)), 2);
+        assert_eq!(g.edge_weight(key(1, 1), e(8), e(0)), 1);
+        assert_eq!(g.edge_weight(key(2, 2), e(8), e(0)), 1);
+        assert_eq!(g.edge_weight(key(2, 2), e(0), e(8)), 0);
+        assert_eq!(g.edge_weight(key(1, 3), e(16), e(8)), 0);
+        assert_eq!(g.edge_count(), 3);
+        // Vertices are per process: extent 0 is a vertex of process 1 and of process 2.
+        assert_eq!(g.vertices().len(), 5);
+    }
+
+    /// Lookahead 2: each request is linked from the two before it in its stream.
+    /// Stream 0 8 16 0: 0->8, 0->16, 8->16, 8->0, 16->0.
+    #[test]
+    fn lookahead_links_the_preceding_window() {
+        let e = |s| Extent::new(s, 8);
+        let trace = [req(1, 1, 0), req(1, 1, 8), req(1, 1, 16), req(1, 1, 0)];
+        let g = ProcessGraphs::build(trace, GraphOptions { lookahead: 2 });
+        let k = key(1, 1);
+        for (a, b) in [(0, 8), (0, 16), (8, 16), (8, 0), (16, 0)] {
+            assert_eq!(g.edge_weight(k, e(a), e(b)), 1, "{a}->{b}");
+        }
+        assert_eq!(g.edge_count(), 5);
+        let (w_in, w_out) = g.in_out_weights();
+        assert_eq!((w_in[0], w_out[0]), (2, 2));
+    }
+
+    #[test]
+    fn zero_length_requests_are_ignored() {
+        let mut r = req(1, 1, 0);
+        r.sectors = 0;
+        let g = ProcessGraphs::build([r, req(1, 1, 8)], GraphOptions::default());
+        assert_eq!(g.requests(), 1);
+        assert_eq!(g.edge_count(), 0);
+    }
+}

@@ -18,12 +18,14 @@
 //! assert_eq!(placement.fs_pages(), vec![100, 2]);
 //! ```
 
+pub mod convert;
 pub mod graph;
 pub mod group;
 pub mod master;
 pub mod placement;
 pub mod policy;
 
+pub use convert::NotReadCache;
 pub use graph::{Extent, GraphOptions, ProcessGraphs, ProcessKey};
 pub use master::{build_graphs, MasterGraph, Vertex, VertexId};
 pub use placement::{PlacedRange, Placement, PlanParams, TargetSpace};

@@ -150,6 +150,15 @@ impl MasterGraph {
         let sum = |es: &[(VertexId, u64)]| es.iter().map(|e| e.1).sum::<u64>();
         sum(self.out_edges(v)) + sum(self.in_edges(v))
     }
+    /// Bytes this graph holds on the heap: it grows with vertices and edges only.
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of_val;
+        size_of_val(self.vertices.as_slice())
+            + size_of_val(self.out_offsets.as_slice())
+            + size_of_val(self.out_edges.as_slice())
+            + size_of_val(self.in_offsets.as_slice())
+            + size_of_val(self.in_edges.as_slice())
+    }
     /// The vertex holding `sector`, if any.
     pub fn vertex_at(&self, sector: u64) -> Option<VertexId> {
         let i = self
