@@ -376,6 +376,13 @@ impl Indirector {
         }
     }
 
+    /// Checks that `step` still matches the current map, without changing anything. An
+    /// executor calls it before the step's I/O, so a stale step (seed 001 §3.5.2) is
+    /// refused before it overwrites a slot that was taken meanwhile.
+    pub fn validate(&self, step: &Step) -> Result<(), ApplyError> {
+        crate::apply::validate(&self.map, step).map_err(|why| ApplyError { step: *step, why })
+    }
+
     /// Applies the map effect of one step after the caller has performed its I/O.
     /// Validates the whole step first; on error nothing changed.
     pub fn apply(&mut self, step: &Step) -> Result<(), ApplyError> {
