@@ -1,0 +1,838 @@
+//! The online engine: every request through the layout crate's indirector (seed 001
+//! Algorithm 5), writes absorbed by the write buffer, the map made durable on FLUSH, copy
+//! steps (destage, reconfiguration, detach) executed against the backing store.
+//!
+//! Concurrency (docs/format.md "Ordering"):
+//!
+//! * `gate` (RwLock): foreground requests hold it shared from routing to the end of their
+//!   I/O. A copy step holds it exclusively from before its source read to after its map
+//!   update and commit, so reads and writes racing a move are put on hold (seed 001
+//!   §3.5.2) and never see a half-moved page or write into a slot being freed. A FLUSH
+//!   holds it exclusively only while it snapshots the dirty summaries, so every request
+//!   whose map update the snapshot contains has finished its data I/O.
+//! * `commit` (Mutex): one metadata commit at a time, so each summary copy is written at
+//!   most once between two syncs and the other copy, the last durable one, is never
+//!   overwritten before the new one is durable.
+//! * `state` (Mutex): the indirector and the dirty-segment set; held only while routing.
+//!
+//! Lock order: commit, gate, state.
+
+use crate::format::{Layout, Summary, Superblock, FLAG_DIRTY, FLAG_NEEDS_CHECK};
+use crate::meta::{self, MetaError, RebuildReport};
+use crate::store::{Dev, Store};
+use reblock_layout::{
+    diff, Branch, CopyKind, DiffOptions, DiffStats, Geometry, Indirector, IoRequest, Mode, Op,
+    PhysIo, Plan, Region, Step,
+};
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Instant;
+
+/// Engine knobs (the CLI's flags and TOML file fill them).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EngineOptions {
+    pub read_only: bool,
+    /// Destage once fewer write-buffer pages than this are free (`None`: a quarter).
+    pub destage_below_free_pages: Option<u32>,
+    /// Largest single copy, in pages.
+    pub max_copy_pages: u64,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            read_only: false,
+            destage_below_free_pages: None,
+            max_copy_pages: 64,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    reads: AtomicU64,
+    writes: AtomicU64,
+    flushes: AtomicU64,
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
+    /// Reads served at least partly from the BOPT.
+    read_hits: AtomicU64,
+    absorbed_writes: AtomicU64,
+    bytes_moved: AtomicU64,
+    steps_done: AtomicU64,
+    steps_refused: AtomicU64,
+    commits: AtomicU64,
+}
+
+struct State {
+    ind: Indirector,
+    dirty_segments: Vec<bool>,
+    queue: VecDeque<Step>,
+    plan: Option<Plan>,
+    replans: u32,
+    reconfig: ReconfigStatus,
+}
+
+struct CommitState {
+    sb: Superblock,
+    /// Per segment, the copy holding its last durable summary.
+    durable_copy: Vec<u32>,
+}
+
+/// What `reblock status` shows of an ongoing or finished reconfiguration.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ReconfigStatus {
+    pub state: String,
+    pub policy: Option<String>,
+    pub planned_pages: u64,
+    pub steps_total: u64,
+    pub steps_pending: u64,
+    pub diff: Option<DiffStatsJson>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DiffStatsJson {
+    pub static_pages: u64,
+    pub relocate_pages: u64,
+    pub incoming_pages: u64,
+    pub outgoing_dirty_pages: u64,
+    pub outgoing_clean_pages: u64,
+    pub bytes_moved: u64,
+}
+
+impl From<DiffStats> for DiffStatsJson {
+    fn from(s: DiffStats) -> Self {
+        DiffStatsJson {
+            static_pages: s.static_pages,
+            relocate_pages: s.relocate_pages,
+            incoming_pages: s.incoming_pages,
+            outgoing_dirty_pages: s.outgoing_dirty_pages,
+            outgoing_clean_pages: s.outgoing_clean_pages,
+            bytes_moved: s.bytes_moved,
+        }
+    }
+}
+
+/// The engine's state as `reblock status` reports it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Status {
+    pub data_bytes: u64,
+    pub page_bytes: u32,
+    pub bopt_pages: u32,
+    pub read_cache_pages: u32,
+    pub write_buffer_pages: u32,
+    pub mapped_pages: u32,
+    pub mapped_write_buffer_pages: u32,
+    pub dirty_pages: u64,
+    pub mode: String,
+    pub read_only: bool,
+    pub needs_check: bool,
+    pub requests_served: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub flushes: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub read_hits: u64,
+    pub hit_rate: f64,
+    pub absorbed_writes: u64,
+    pub bytes_moved: u64,
+    pub steps_done: u64,
+    pub steps_refused: u64,
+    pub commits: u64,
+    pub reconfiguration: ReconfigStatus,
+    pub recovery: RebuildReport,
+}
+
+/// What opening found.
+#[derive(Clone, Debug, Serialize)]
+pub struct OpenReport {
+    pub unclean: bool,
+    pub rebuild: RebuildReport,
+    pub bad_summary_copies: Vec<(u32, u32, String)>,
+}
+
+pub struct Engine {
+    store: Arc<dyn Store>,
+    layout: Layout,
+    geo: Geometry,
+    opts: EngineOptions,
+    state: Mutex<State>,
+    gate: RwLock<()>,
+    commit: Mutex<CommitState>,
+    read_only: AtomicBool,
+    needs_check: AtomicBool,
+    closed: AtomicBool,
+    counters: Counters,
+    epoch: Instant,
+    last_io_ns: AtomicU64,
+    recovery: RebuildReport,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn rofs() -> io::Error {
+    io::Error::from_raw_os_error(libc::EROFS)
+}
+
+fn to_io(e: MetaError) -> io::Error {
+    match e {
+        MetaError::Io { source, what } => {
+            io::Error::new(source.kind(), format!("{what}: {source}"))
+        }
+        other => io::Error::other(other.to_string()),
+    }
+}
+
+impl Engine {
+    /// Formats an empty BOPT on `store` (the data area is untouched).
+    pub fn format(
+        store: &dyn Store,
+        layout: &Layout,
+        image_id: u64,
+    ) -> Result<Superblock, MetaError> {
+        meta::format(store, layout, image_id)
+    }
+
+    /// Opens a formatted store: reads the superblock, rebuilds the map from the segment
+    /// summaries (every entry dirty after an unclean stop, seed 001 §3.5.1) and, unless
+    /// read-only, marks the superblock DIRTY before serving.
+    pub fn open(
+        store: Arc<dyn Store>,
+        opts: EngineOptions,
+    ) -> Result<(Engine, OpenReport), MetaError> {
+        let found = meta::read_superblock(store.as_ref())?;
+        let mut sb = found.sb;
+        let layout = sb.layout;
+        let geo = layout.geometry().map_err(|e| MetaError::Io {
+            what: "superblock".into(),
+            source: io::Error::other(e.to_string()),
+        })?;
+        if store
+            .len(Dev::Data)
+            .map_err(meta::io_err("data device size"))?
+            < layout.data_bytes
+        {
+            return Err(MetaError::Size {
+                actual: store.len(Dev::Data).unwrap_or(0),
+                expected: layout.data_bytes,
+            });
+        }
+        let needs_check = sb.flags & FLAG_NEEDS_CHECK != 0;
+        if needs_check && !opts.read_only {
+            return Err(MetaError::Io {
+                what: "superblock".into(),
+                source: io::Error::other(
+                    "flag NEEDS_CHECK is set (a metadata commit failed); run 'reblock check --repair' or serve --read-only",
+                ),
+            });
+        }
+        let unclean = meta::was_unclean(&sb);
+        let loaded = meta::load_summaries(store.as_ref(), &sb)?;
+        let (map, rebuild) = meta::rebuild_map(&layout, &loaded, !unclean)?;
+        if unclean {
+            tracing::warn!(
+                entries = rebuild.entries,
+                "unclean stop: map rebuilt from segment summaries, every entry dirty"
+            );
+        }
+        let mut ind = Indirector::with_map(geo, map);
+        if let Some(p) = opts.destage_below_free_pages {
+            ind.set_destage_below_free_pages(p);
+        }
+        let mut dirty_segments = vec![false; layout.segments() as usize];
+        for &s in &rebuild.rewrite_segments {
+            dirty_segments[s as usize] = true;
+        }
+        if !opts.read_only {
+            sb.flags |= FLAG_DIRTY;
+            meta::write_superblock(store.as_ref(), &mut sb)?;
+        }
+        let report = OpenReport {
+            unclean,
+            rebuild: rebuild.clone(),
+            bad_summary_copies: loaded.bad_copies.clone(),
+        };
+        let engine = Engine {
+            store,
+            layout,
+            geo,
+            opts,
+            state: Mutex::new(State {
+                ind,
+                dirty_segments,
+                queue: VecDeque::new(),
+                plan: None,
+                replans: 0,
+                reconfig: ReconfigStatus {
+                    state: "idle".into(),
+                    ..Default::default()
+                },
+            }),
+            gate: RwLock::new(()),
+            commit: Mutex::new(CommitState {
+                sb,
+                durable_copy: loaded.copy,
+            }),
+            read_only: AtomicBool::new(opts.read_only),
+            needs_check: AtomicBool::new(needs_check),
+            closed: AtomicBool::new(false),
+            counters: Counters::default(),
+            epoch: Instant::now(),
+            last_io_ns: AtomicU64::new(0),
+            recovery: rebuild,
+        };
+        Ok((engine, report))
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+    pub fn is_read_only(&self) -> bool {
+        self.read_only.load(Relaxed)
+    }
+    /// Nanoseconds since the last foreground request started.
+    pub fn idle_ns(&self) -> u64 {
+        (self.epoch.elapsed().as_nanos() as u64).saturating_sub(self.last_io_ns.load(Relaxed))
+    }
+    /// A copy of the indirector (for checks in tests and reports).
+    pub fn indirector(&self) -> Indirector {
+        lock(&self.state).ind.clone()
+    }
+
+    fn dev_of(region: Region) -> Dev {
+        match region {
+            Region::Data => Dev::Data,
+            Region::Bopt => Dev::Bopt,
+        }
+    }
+
+    fn route(&self, req: IoRequest, out: &mut Vec<PhysIo>) -> io::Result<Branch> {
+        self.last_io_ns
+            .store(self.epoch.elapsed().as_nanos() as u64, Relaxed);
+        let mut st = lock(&self.state);
+        let branch = st
+            .ind
+            .indirect(req, out)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        if matches!(
+            branch,
+            Branch::NoneMappedWriteAbsorbed | Branch::PartialWrite
+        ) {
+            // The map changed (pages absorbed): their segments' summaries must be
+            // rewritten at the next commit.
+            self.counters.absorbed_writes.fetch_add(1, Relaxed);
+            for io in out.iter().filter(|io| io.region == Region::Bopt) {
+                let first = self.slot_of(io.device_sector);
+                let last = self.slot_of(io.device_sector + io.sectors - 1);
+                for slot in first..=last {
+                    let seg = self.geo.segment_of(slot) as usize;
+                    st.dirty_segments[seg] = true;
+                }
+            }
+        }
+        Ok(branch)
+    }
+
+    fn slot_of(&self, device_sector: u64) -> u32 {
+        ((device_sector - self.geo.bopt_start_sector) / self.geo.page.sectors()) as u32
+    }
+
+    /// Reads whole sectors from `sector` into `buf` (a multiple of 512 bytes).
+    pub fn read_sectors(&self, buf: &mut [u8], sector: u64) -> io::Result<()> {
+        let _g = self.gate.read().unwrap_or_else(|e| e.into_inner());
+        let mut ios = Vec::new();
+        let req = IoRequest {
+            op: Op::Read,
+            sector,
+            sectors: buf.len() as u64 / 512,
+        };
+        let branch = self.route(req, &mut ios)?;
+        if matches!(branch, Branch::AllMapped | Branch::PartialReadDirty) {
+            self.counters.read_hits.fetch_add(1, Relaxed);
+        }
+        for io in &ios {
+            let at = (io.buf_offset_sectors * 512) as usize;
+            let part = &mut buf[at..at + (io.sectors * 512) as usize];
+            self.store
+                .read_at(Self::dev_of(io.region), part, io.device_sector * 512)?;
+        }
+        self.counters.reads.fetch_add(1, Relaxed);
+        self.counters
+            .bytes_read
+            .fetch_add(buf.len() as u64, Relaxed);
+        Ok(())
+    }
+
+    /// Writes whole sectors; the data goes where Algorithm 5 says, the map update is
+    /// durable after the next [`Engine::flush`].
+    pub fn write_sectors(&self, buf: &[u8], sector: u64) -> io::Result<()> {
+        if self.is_read_only() {
+            return Err(rofs());
+        }
+        let _g = self.gate.read().unwrap_or_else(|e| e.into_inner());
+        let mut ios = Vec::new();
+        let req = IoRequest {
+            op: Op::Write,
+            sector,
+            sectors: buf.len() as u64 / 512,
+        };
+        self.route(req, &mut ios)?;
+        for io in &ios {
+            let at = (io.buf_offset_sectors * 512) as usize;
+            let part = &buf[at..at + (io.sectors * 512) as usize];
+            self.store
+                .write_at(Self::dev_of(io.region), part, io.device_sector * 512)?;
+        }
+        self.counters.writes.fetch_add(1, Relaxed);
+        self.counters
+            .bytes_written
+            .fetch_add(buf.len() as u64, Relaxed);
+        Ok(())
+    }
+
+    /// Byte-granular read (sub-sector edges read the enclosing sectors).
+    pub fn read_bytes(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        if offset.is_multiple_of(512) && buf.len().is_multiple_of(512) {
+            return self.read_sectors(buf, offset / 512);
+        }
+        let start = offset / 512 * 512;
+        let end = (offset + buf.len() as u64).div_ceil(512) * 512;
+        let mut tmp = vec![0u8; (end - start) as usize];
+        self.read_sectors(&mut tmp, start / 512)?;
+        let at = (offset - start) as usize;
+        buf.copy_from_slice(&tmp[at..at + buf.len()]);
+        Ok(())
+    }
+
+    /// Byte-granular write: sub-sector edges are read, patched and written back.
+    pub fn write_bytes(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        if offset.is_multiple_of(512) && buf.len().is_multiple_of(512) {
+            return self.write_sectors(buf, offset / 512);
+        }
+        let start = offset / 512 * 512;
+        let end = (offset + buf.len() as u64).div_ceil(512) * 512;
+        let mut tmp = vec![0u8; (end - start) as usize];
+        self.read_sectors(&mut tmp, start / 512)?;
+        let at = (offset - start) as usize;
+        tmp[at..at + buf.len()].copy_from_slice(buf);
+        self.write_sectors(&tmp, start / 512)
+    }
+
+    /// Makes every write completed before the call durable, map included: data synced
+    /// first, then the changed segment summaries written and synced (docs/format.md).
+    pub fn flush(&self) -> io::Result<()> {
+        let mut c = lock(&self.commit);
+        let snap = {
+            let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
+            self.snapshot(&c)
+        };
+        self.counters.flushes.fetch_add(1, Relaxed);
+        self.persist(&mut c, snap)
+    }
+
+    /// Encodes the dirty segments' summaries under the next commit number and clears
+    /// their dirty marks. Called with `gate` held exclusively.
+    fn snapshot(&self, c: &CommitState) -> Vec<(u32, Vec<u8>)> {
+        let mut st = lock(&self.state);
+        let commit = c.sb.commit + 1;
+        let mut out = Vec::new();
+        for seg in 0..self.layout.segments() {
+            if !std::mem::take(&mut st.dirty_segments[seg as usize]) {
+                continue;
+            }
+            let s = Summary {
+                segment: seg,
+                commit,
+                image_id: c.sb.image_id,
+                entries: meta::segment_entries(&self.layout, st.ind.map(), seg),
+            };
+            out.push((seg, s.encode(self.layout.summary_bytes)));
+        }
+        out
+    }
+
+    /// The commit order: (1) fdatasync the data (and BOPT slot) writes, (2) write each
+    /// changed summary to the copy not holding its last durable version, (3) fdatasync,
+    /// (4) write the superblock with the new commit number, (5) fdatasync.
+    /// A failure sets NEEDS_CHECK and drops the engine to read-only.
+    fn persist(&self, c: &mut CommitState, snap: Vec<(u32, Vec<u8>)>) -> io::Result<()> {
+        let r = self.persist_inner(c, &snap);
+        if let Err(e) = &r {
+            tracing::error!(error = %e, "metadata commit failed: read-only, NEEDS_CHECK set");
+            self.read_only.store(true, Relaxed);
+            self.needs_check.store(true, Relaxed);
+            let mut st = lock(&self.state);
+            for (seg, _) in &snap {
+                st.dirty_segments[*seg as usize] = true;
+            }
+            drop(st);
+            c.sb.flags |= FLAG_NEEDS_CHECK;
+            let _ = meta::write_superblock(self.store.as_ref(), &mut c.sb);
+        }
+        r
+    }
+
+    fn persist_inner(&self, c: &mut CommitState, snap: &[(u32, Vec<u8>)]) -> io::Result<()> {
+        self.store.sync(Dev::Data)?;
+        if !self.store.shared() {
+            self.store.sync(Dev::Bopt)?;
+        }
+        if snap.is_empty() {
+            return Ok(());
+        }
+        for (seg, bytes) in snap {
+            let copy = 1 - c.durable_copy[*seg as usize];
+            self.store
+                .write_at(Dev::Bopt, bytes, self.layout.summary_offset(*seg, copy))?;
+        }
+        self.store.sync(Dev::Bopt)?;
+        // The commit record: summaries of this commit count only once the superblock
+        // naming it is durable, so a commit touching several segments (a page relocated
+        // from one to another) is all or nothing.
+        c.sb.commit += 1;
+        meta::write_superblock(self.store.as_ref(), &mut c.sb).map_err(to_io)?;
+        for (seg, _) in snap {
+            c.durable_copy[*seg as usize] = 1 - c.durable_copy[*seg as usize];
+        }
+        self.counters.commits.fetch_add(1, Relaxed);
+        Ok(())
+    }
+
+    /// Executes one copy step: validate against the current map, copy, apply the map
+    /// effect, and commit at once when the step frees slots, so that a freed slot is
+    /// never reused while the durable map still names it. Returns false when the step
+    /// was stale and refused (seed 001 §3.5.2).
+    pub fn run_step(&self, step: &Step) -> io::Result<bool> {
+        if self.is_read_only() {
+            return Err(rofs());
+        }
+        let mut c = lock(&self.commit);
+        let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = lock(&self.state).ind.validate(step) {
+            tracing::debug!(error = %e, "step refused");
+            self.counters.steps_refused.fetch_add(1, Relaxed);
+            return Ok(false);
+        }
+        if let Step::Copy(op) = step {
+            let mut buf = vec![0u8; op.bytes(&self.geo) as usize];
+            let mut at = 0usize;
+            for e in op.src.device_extents(&self.geo) {
+                let n = e.bytes() as usize;
+                self.store.read_at(
+                    Self::dev_of(op.src.region),
+                    &mut buf[at..at + n],
+                    e.start_sector * 512,
+                )?;
+                at += n;
+            }
+            at = 0;
+            for e in op.dst.device_extents(&self.geo) {
+                let n = e.bytes() as usize;
+                self.store.write_at(
+                    Self::dev_of(op.dst.region),
+                    &buf[at..at + n],
+                    e.start_sector * 512,
+                )?;
+                at += n;
+            }
+            self.counters
+                .bytes_moved
+                .fetch_add(buf.len() as u64, Relaxed);
+        }
+        let frees = match step {
+            Step::Drop(_) => true,
+            Step::Copy(op) => matches!(op.kind, CopyKind::Evict | CopyKind::Relocate),
+        };
+        {
+            let mut st = lock(&self.state);
+            st.ind
+                .apply(step)
+                .map_err(|e| io::Error::other(e.to_string()))?;
+            for run in step_bopt_runs(step) {
+                for slot in run.0..run.1 {
+                    let seg = self.geo.segment_of(slot) as usize;
+                    st.dirty_segments[seg] = true;
+                }
+            }
+        }
+        self.counters.steps_done.fetch_add(1, Relaxed);
+        if frees {
+            let snap = self.snapshot(&c);
+            self.persist(&mut c, snap)?;
+        }
+        Ok(true)
+    }
+
+    /// One round of background work: the next queued reconfiguration step, else a
+    /// destage of the oldest write-buffer segment when the buffer runs low (the layout
+    /// crate's policy, docs/layout.md §4). Returns the number of steps run.
+    pub fn background_tick(&self) -> io::Result<usize> {
+        if self.is_read_only() {
+            return Ok(0);
+        }
+        let next = lock(&self.state).queue.pop_front();
+        if let Some(step) = next {
+            let ok = self.run_step(&step)?;
+            self.after_reconfig_step(ok);
+            return Ok(1);
+        }
+        let steps = {
+            let st = lock(&self.state);
+            if !st.ind.wants_destage() {
+                return Ok(0);
+            }
+            st.ind.destage_oldest(self.opts.max_copy_pages)
+        };
+        let mut n = 0;
+        for s in &steps {
+            self.run_step(s)?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn after_reconfig_step(&self, ok: bool) {
+        let mut st = lock(&self.state);
+        st.reconfig.steps_pending = st.queue.len() as u64;
+        if !ok {
+            st.reconfig.state = "refused-step".into();
+        }
+        if !st.queue.is_empty() {
+            return;
+        }
+        // A refused step means a foreground write got there first: re-diff once or twice
+        // against the current map rather than guessing (docs/layout.md §6).
+        if st.reconfig.state == "refused-step" && st.replans < 3 {
+            st.replans += 1;
+            if let Some(plan) = st.plan.clone() {
+                if let Ok(r) = diff(
+                    &plan,
+                    &st.ind,
+                    DiffOptions {
+                        max_copy_pages: self.opts.max_copy_pages,
+                    },
+                ) {
+                    st.reconfig.steps_total += r.steps.len() as u64;
+                    st.queue.extend(r.steps);
+                    st.reconfig.steps_pending = st.queue.len() as u64;
+                    st.reconfig.state = "running".into();
+                    return;
+                }
+            }
+        }
+        st.reconfig.state = "done".into();
+    }
+
+    /// Starts applying `plan` in the background: the layout crate's diff gives ordered
+    /// copy steps, which [`Engine::background_tick`] executes one at a time.
+    pub fn reconfigure(&self, plan: Plan) -> Result<DiffStats, String> {
+        if self.is_read_only() {
+            return Err("the engine is read-only".into());
+        }
+        let mut st = lock(&self.state);
+        if st.ind.mode() == Mode::Detaching {
+            st.ind.set_mode(Mode::Normal);
+        }
+        let r = diff(
+            &plan,
+            &st.ind,
+            DiffOptions {
+                max_copy_pages: self.opts.max_copy_pages,
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        st.queue.clear();
+        st.queue.extend(r.steps.iter().copied());
+        st.replans = 0;
+        st.reconfig = ReconfigStatus {
+            state: if r.steps.is_empty() {
+                "done".into()
+            } else {
+                "running".into()
+            },
+            policy: Some(plan.policy.clone()),
+            planned_pages: plan.pages(),
+            steps_total: r.steps.len() as u64,
+            steps_pending: r.steps.len() as u64,
+            diff: Some(r.stats.into()),
+        };
+        st.plan = Some(plan);
+        Ok(r.stats)
+    }
+
+    /// Flush back (seed 001 §3.5.5): nothing new is absorbed, every page leaves the BOPT
+    /// (dirty ones copied home), the map is committed empty and the data area alone is
+    /// the complete image. The engine keeps serving with everything at home.
+    pub fn detach(&self) -> io::Result<u64> {
+        if self.is_read_only() {
+            return Err(rofs());
+        }
+        let steps = {
+            let mut st = lock(&self.state);
+            st.queue.clear();
+            st.reconfig.state = "detached".into();
+            st.ind.set_mode(Mode::Detaching);
+            st.ind.flush_back(true, self.opts.max_copy_pages)
+        };
+        let mut moved = 0;
+        for s in &steps {
+            if !self.run_step(s)? {
+                return Err(io::Error::other(format!("detach step refused: {s:?}")));
+            }
+            moved += s.bytes_moved(&self.geo);
+        }
+        self.flush()?;
+        Ok(moved)
+    }
+
+    /// Clean stop: flush, rewrite every summary with its true dirty bits, clear DIRTY.
+    /// With `detach`, flush back first. Idempotent.
+    pub fn close(&self, detach: bool) -> io::Result<()> {
+        if self.closed.swap(true, Relaxed) || self.is_read_only() {
+            return Ok(());
+        }
+        if detach {
+            self.detach()?;
+        }
+        let mut c = lock(&self.commit);
+        let snap = {
+            let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
+            lock(&self.state)
+                .dirty_segments
+                .iter_mut()
+                .for_each(|d| *d = true);
+            self.snapshot(&c)
+        };
+        self.persist(&mut c, snap)?;
+        c.sb.flags &= !FLAG_DIRTY;
+        meta::write_superblock(self.store.as_ref(), &mut c.sb).map_err(to_io)?;
+        self.read_only.store(true, Relaxed);
+        Ok(())
+    }
+
+    pub fn status(&self) -> Status {
+        let st = lock(&self.state);
+        let map = st.ind.map();
+        let dirty_pages = map.iter().filter(|&(_, _, d)| d).count() as u64;
+        let reads = self.counters.reads.load(Relaxed);
+        let hits = self.counters.read_hits.load(Relaxed);
+        let writes = self.counters.writes.load(Relaxed);
+        let flushes = self.counters.flushes.load(Relaxed);
+        Status {
+            data_bytes: self.layout.data_bytes,
+            page_bytes: self.layout.page_bytes,
+            bopt_pages: self.layout.bopt_pages,
+            read_cache_pages: self.layout.read_cache_pages,
+            write_buffer_pages: self.layout.write_buffer_pages,
+            mapped_pages: map.len(),
+            mapped_write_buffer_pages: st.ind.segments().write_buffer_valid(),
+            dirty_pages,
+            mode: format!("{:?}", st.ind.mode()).to_lowercase(),
+            read_only: self.is_read_only(),
+            needs_check: self.needs_check.load(Relaxed),
+            requests_served: reads + writes + flushes,
+            reads,
+            writes,
+            flushes,
+            bytes_read: self.counters.bytes_read.load(Relaxed),
+            bytes_written: self.counters.bytes_written.load(Relaxed),
+            read_hits: hits,
+            hit_rate: if reads == 0 {
+                0.0
+            } else {
+                hits as f64 / reads as f64
+            },
+            absorbed_writes: self.counters.absorbed_writes.load(Relaxed),
+            bytes_moved: self.counters.bytes_moved.load(Relaxed),
+            steps_done: self.counters.steps_done.load(Relaxed),
+            steps_refused: self.counters.steps_refused.load(Relaxed),
+            commits: self.counters.commits.load(Relaxed),
+            reconfiguration: st.reconfig.clone(),
+            recovery: self.recovery.clone(),
+        }
+    }
+}
+
+/// BOPT slot ranges a step touches (their segments' summaries change).
+fn step_bopt_runs(step: &Step) -> Vec<(u32, u32)> {
+    let runs = match step {
+        Step::Drop(r) => vec![*r],
+        Step::Copy(op) => vec![op.src, op.dst],
+    };
+    runs.into_iter()
+        .filter(|r| r.region == Region::Bopt)
+        .map(|r| (r.first as u32, r.end() as u32))
+        .collect()
+}
+
+/// The NBD face of the engine: the export is the data area, byte for byte.
+impl reblock_nbd::Export for Engine {
+    fn size_bytes(&self) -> u64 {
+        self.layout.data_bytes
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        self.read_bytes(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64, fua: bool) -> io::Result<()> {
+        self.write_bytes(buf, offset)?;
+        if fua {
+            self.flush()?;
+        }
+        Ok(())
+    }
+    fn flush(&self) -> io::Result<()> {
+        Engine::flush(self)
+    }
+    /// Trim is a hint (contents become unspecified): nothing is deallocated, so the data
+    /// area and BOPT stay as they are.
+    fn trim(&self, _offset: u64, _len: u64, _fua: bool) -> io::Result<()> {
+        if self.is_read_only() {
+            return Err(rofs());
+        }
+        Ok(())
+    }
+    /// Zeroes go through the indirector like any write, in 1 MiB pieces.
+    fn write_zeroes(&self, offset: u64, len: u64, fua: bool, _may_trim: bool) -> io::Result<()> {
+        const CHUNK: u64 = 1 << 20;
+        let zero = vec![0u8; CHUNK.min(len) as usize];
+        let mut done = 0;
+        while done < len {
+            let n = CHUNK.min(len - done);
+            self.write_bytes(&zero[..n as usize], offset + done)?;
+            done += n;
+        }
+        if fua {
+            Engine::flush(self)?;
+        }
+        Ok(())
+    }
+    /// One engine, one map, one backing store: a flush on any connection commits every
+    /// completed write.
+    fn can_multi_conn(&self) -> bool {
+        true
+    }
+    fn read_only(&self) -> bool {
+        self.is_read_only()
+    }
+    fn describe(&self) -> String {
+        format!(
+            "reblock engine: {} data bytes, BOPT {} pages ({} read cache, {} write buffer)",
+            self.layout.data_bytes,
+            self.layout.bopt_pages,
+            self.layout.read_cache_pages,
+            self.layout.write_buffer_pages
+        )
+    }
+    fn preferred_block_bytes(&self) -> u32 {
+        self.layout.page_bytes
+    }
+}

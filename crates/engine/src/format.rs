@@ -1,0 +1,713 @@
+//! The on-disk BOPT format (docs/format.md is the byte-by-byte reference; the comments on
+//! each encoder repeat it). Seed 000 §3.3 and Table 2: a superblock, then fixed-size
+//! segments whose summaries hold their map entries (FS page, BOPT page, valid).
+//!
+//! BOPT device (the image itself, after the data area, or a device of its own):
+//!
+//! ```text
+//! bopt_offset_bytes
+//! | summaries: segment s, copy c at (2 s + c) * summary_bytes     (meta_bytes)
+//! | slots: slot k at meta_bytes + k * page_bytes                    (bopt_pages pages)
+//! | padding (block devices only)
+//! | superblock copy 0 at device_bytes - 8192, copy 1 at device_bytes - 4096
+//! ```
+//!
+//! Superblocks sit at the device's end so that `reblock check IMAGE` finds them without
+//! being told any size. Every structure has two copies written alternately and carries a
+//! sequence number and a CRC-32C: a torn write leaves the other copy, one commit older,
+//! intact.
+
+use crate::crc::crc32c;
+use reblock_layout::{BoptConfig, BoptPosition, Geometry};
+use thiserror::Error;
+
+pub const SUPERBLOCK_MAGIC: &[u8; 8] = b"RBLKSUPR";
+pub const SUMMARY_MAGIC: &[u8; 8] = b"RBLKSEGS";
+pub const FORMAT_VERSION: u32 = 1;
+/// One superblock copy's block; two copies end the BOPT device.
+pub const SUPERBLOCK_BYTES: u64 = 4096;
+const SUPERBLOCK_USED: usize = 128;
+const SUMMARY_HEADER: usize = 64;
+const ENTRY_BYTES: usize = 16;
+
+/// Superblock flag: the engine is (or was, at a crash) serving; recovery must treat every
+/// map entry as dirty (seed 001 §3.5.1). The seed's REQUIRE flag.
+pub const FLAG_DIRTY: u32 = 1;
+/// A metadata commit failed; the map on disk may be behind. Run `reblock check`.
+pub const FLAG_NEEDS_CHECK: u32 = 2;
+/// The BOPT lives on its own device; the data device holds the data area alone.
+pub const FLAG_SEPARATE: u32 = 4;
+const KNOWN_FLAGS: u32 = FLAG_DIRTY | FLAG_NEEDS_CHECK | FLAG_SEPARATE;
+
+/// Entry flag: the slot holds `fs_page`.
+pub const ENTRY_VALID: u32 = 1;
+/// Entry flag: the slot is newer than home. Trusted only after a clean stop.
+pub const ENTRY_DIRTY: u32 = 2;
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum FormatError {
+    #[error("{what}: bad magic (not a reblock {what})")]
+    Magic { what: &'static str },
+    #[error("{what}: checksum mismatch (stored {stored:#010x}, computed {computed:#010x})")]
+    Checksum {
+        what: &'static str,
+        stored: u32,
+        computed: u32,
+    },
+    #[error("{what}: field {field}: {why}")]
+    Field {
+        what: &'static str,
+        field: &'static str,
+        why: String,
+    },
+    #[error("{what}: {len} bytes is too short (need {need})")]
+    Short {
+        what: &'static str,
+        len: usize,
+        need: usize,
+    },
+}
+
+fn field(what: &'static str, field: &'static str, why: impl Into<String>) -> FormatError {
+    FormatError::Field {
+        what,
+        field,
+        why: why.into(),
+    }
+}
+
+/// Sizes and places of everything on the BOPT device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub data_bytes: u64,
+    pub page_bytes: u32,
+    pub segment_pages: u32,
+    pub bopt_pages: u32,
+    pub read_cache_pages: u32,
+    pub write_buffer_pages: u32,
+    /// Bytes of one summary copy (a multiple of 4096).
+    pub summary_bytes: u32,
+    /// Where the BOPT region starts on its device (`data_bytes` on a shared image, 0 on
+    /// a separate device).
+    pub bopt_offset_bytes: u64,
+    /// Size of the BOPT device; the superblocks are its last 8 KiB.
+    pub device_bytes: u64,
+    pub separate: bool,
+}
+
+/// What `format` is asked for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LayoutRequest {
+    pub data_bytes: u64,
+    /// The whole BOPT region's budget: summaries, slots and superblocks.
+    pub bopt_bytes: u64,
+    pub page_bytes: u32,
+    pub segment_pages: u32,
+    pub write_buffer_fraction: f64,
+    pub separate: bool,
+}
+
+fn round_up(x: u64, to: u64) -> u64 {
+    x.div_ceil(to) * to
+}
+
+impl Layout {
+    /// The largest layout whose region fits `bopt_bytes`.
+    pub fn plan(r: &LayoutRequest) -> Result<Layout, FormatError> {
+        const W: &str = "layout";
+        if r.page_bytes < 512 || !r.page_bytes.is_power_of_two() {
+            return Err(field(W, "page_bytes", "must be a power of two >= 512"));
+        }
+        if r.segment_pages == 0 {
+            return Err(field(W, "segment_pages", "must be at least 1"));
+        }
+        if r.data_bytes == 0 || !r.data_bytes.is_multiple_of(u64::from(r.page_bytes)) {
+            return Err(field(
+                W,
+                "data_bytes",
+                format!(
+                    "{} is not a positive multiple of the page ({} bytes)",
+                    r.data_bytes, r.page_bytes
+                ),
+            ));
+        }
+        let summary_bytes = summary_bytes_for(r.segment_pages);
+        // Per segment: two summary copies and its pages; the meta area is page-rounded.
+        let seg_bytes =
+            2 * u64::from(summary_bytes) + u64::from(r.segment_pages) * u64::from(r.page_bytes);
+        let avail = r
+            .bopt_bytes
+            .saturating_sub(2 * SUPERBLOCK_BYTES + u64::from(r.page_bytes));
+        let segments = (avail / seg_bytes).min(u64::from(u32::MAX / r.segment_pages));
+        if segments == 0 {
+            return Err(field(
+                W,
+                "bopt_bytes",
+                format!(
+                    "{} bytes is too small for one segment ({} bytes with its summaries and superblocks)",
+                    r.bopt_bytes,
+                    seg_bytes + 2 * SUPERBLOCK_BYTES + u64::from(r.page_bytes)
+                ),
+            ));
+        }
+        let bopt_pages = segments as u32 * r.segment_pages;
+        let mut l = Layout {
+            data_bytes: r.data_bytes,
+            page_bytes: r.page_bytes,
+            segment_pages: r.segment_pages,
+            bopt_pages,
+            read_cache_pages: 0,
+            write_buffer_pages: 0,
+            summary_bytes,
+            bopt_offset_bytes: if r.separate { 0 } else { r.data_bytes },
+            device_bytes: 0,
+            separate: r.separate,
+        };
+        let geo = l
+            .geometry_with_fraction(r.write_buffer_fraction)
+            .map_err(|e| field(W, "geometry", e.to_string()))?;
+        l.read_cache_pages = geo.read_cache_pages;
+        l.write_buffer_pages = geo.write_buffer_pages;
+        l.device_bytes = l.slots_end_bytes() + 2 * SUPERBLOCK_BYTES;
+        Ok(l)
+    }
+
+    pub fn segments(&self) -> u32 {
+        self.bopt_pages / self.segment_pages
+    }
+    /// Summaries (two copies per segment), rounded up to a page so slots stay aligned.
+    pub fn meta_bytes(&self) -> u64 {
+        round_up(
+            2 * u64::from(self.segments()) * u64::from(self.summary_bytes),
+            u64::from(self.page_bytes),
+        )
+    }
+    pub fn summary_offset(&self, segment: u32, copy: u32) -> u64 {
+        self.bopt_offset_bytes
+            + (2 * u64::from(segment) + u64::from(copy)) * u64::from(self.summary_bytes)
+    }
+    pub fn slot_offset(&self, slot: u32) -> u64 {
+        self.bopt_offset_bytes + self.meta_bytes() + u64::from(slot) * u64::from(self.page_bytes)
+    }
+    pub fn slots_end_bytes(&self) -> u64 {
+        self.slot_offset(self.bopt_pages)
+    }
+    pub fn superblock_offset(&self, copy: u32) -> u64 {
+        superblock_offset(self.device_bytes, copy)
+    }
+
+    fn geometry_with_fraction(
+        &self,
+        fraction: f64,
+    ) -> Result<Geometry, reblock_layout::GeometryError> {
+        let page_sectors = self.page_bytes / 512;
+        Geometry::new(&BoptConfig {
+            page_sectors,
+            data_sectors: self.data_bytes / 512,
+            bopt_pages: self.bopt_pages,
+            segment_pages: self.segment_pages,
+            write_buffer_fraction: fraction,
+            position: if self.separate {
+                BoptPosition::Separate {
+                    start_sector: self.bopt_offset_bytes / 512,
+                }
+            } else {
+                BoptPosition::End
+            },
+            meta_sectors: self.meta_bytes() / 512,
+        })
+    }
+
+    /// The layout crate's geometry for this format (the read-cache/write-buffer split as
+    /// stored, not recomputed).
+    pub fn geometry(&self) -> Result<Geometry, FormatError> {
+        let segs = self.segments();
+        let wb_segs = self.write_buffer_pages / self.segment_pages;
+        // The split is stored in whole segments; a fraction of exactly wb/segs rounds back.
+        let fraction = if segs == 0 {
+            0.0
+        } else {
+            f64::from(wb_segs) / f64::from(segs)
+        };
+        let g = self
+            .geometry_with_fraction(fraction)
+            .map_err(|e| field("superblock", "geometry", e.to_string()))?;
+        if g.write_buffer_pages != self.write_buffer_pages {
+            return Err(field(
+                "superblock",
+                "write_buffer_pages",
+                "split does not match",
+            ));
+        }
+        Ok(g)
+    }
+}
+
+/// Offset of superblock copy `copy` on a BOPT device of `device_bytes`.
+pub fn superblock_offset(device_bytes: u64, copy: u32) -> u64 {
+    device_bytes - (2 - u64::from(copy)) * SUPERBLOCK_BYTES
+}
+
+/// Bytes of one summary copy for `segment_pages` entries, a multiple of 4096.
+pub fn summary_bytes_for(segment_pages: u32) -> u32 {
+    round_up(
+        (SUMMARY_HEADER + ENTRY_BYTES * segment_pages as usize) as u64,
+        4096,
+    ) as u32
+}
+
+/// The superblock: the layout plus flags, generation and identity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Superblock {
+    pub flags: u32,
+    /// Incremented on every superblock write; copy `generation % 2` holds it.
+    pub generation: u64,
+    /// Random at format; every summary carries it so a stale summary of an older format
+    /// is never read as current.
+    pub image_id: u64,
+    /// The highest summary commit number when this superblock was written.
+    pub commit: u64,
+    pub layout: Layout,
+}
+
+fn put_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+fn put_u64(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+}
+fn get_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+fn get_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+impl Superblock {
+    /// Encodes one 4096-byte superblock block, all integers little-endian:
+    ///
+    /// | offset | size | field |
+    /// |---|---|---|
+    /// | 0 | 8 | magic `RBLKSUPR` |
+    /// | 8 | 4 | version (1) |
+    /// | 12 | 4 | flags: 1 DIRTY, 2 NEEDS_CHECK, 4 SEPARATE |
+    /// | 16 | 8 | generation |
+    /// | 24 | 8 | image id |
+    /// | 32 | 8 | data-area bytes |
+    /// | 40 | 8 | BOPT offset bytes (on the BOPT device) |
+    /// | 48 | 8 | BOPT device bytes |
+    /// | 56 | 8 | meta (summary area) bytes |
+    /// | 64 | 4 | page bytes |
+    /// | 68 | 4 | segment pages |
+    /// | 72 | 4 | BOPT pages |
+    /// | 76 | 4 | read-cache pages |
+    /// | 80 | 4 | write-buffer pages |
+    /// | 84 | 4 | summary bytes (one copy) |
+    /// | 88 | 8 | commit number |
+    /// | 96 | 28 | zero |
+    /// | 124 | 4 | CRC-32C of bytes 0..124 |
+    /// | 128 | 3968 | zero |
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = vec![0u8; SUPERBLOCK_BYTES as usize];
+        let l = &self.layout;
+        b[0..8].copy_from_slice(SUPERBLOCK_MAGIC);
+        put_u32(&mut b, 8, FORMAT_VERSION);
+        put_u32(&mut b, 12, self.flags);
+        put_u64(&mut b, 16, self.generation);
+        put_u64(&mut b, 24, self.image_id);
+        put_u64(&mut b, 32, l.data_bytes);
+        put_u64(&mut b, 40, l.bopt_offset_bytes);
+        put_u64(&mut b, 48, l.device_bytes);
+        put_u64(&mut b, 56, l.meta_bytes());
+        put_u32(&mut b, 64, l.page_bytes);
+        put_u32(&mut b, 68, l.segment_pages);
+        put_u32(&mut b, 72, l.bopt_pages);
+        put_u32(&mut b, 76, l.read_cache_pages);
+        put_u32(&mut b, 80, l.write_buffer_pages);
+        put_u32(&mut b, 84, l.summary_bytes);
+        put_u64(&mut b, 88, self.commit);
+        let crc = crc32c(&[&b[..124]]);
+        put_u32(&mut b, 124, crc);
+        b
+    }
+
+    /// Decodes and validates one copy; every inconsistency is an error naming its field.
+    pub fn decode(b: &[u8]) -> Result<Superblock, FormatError> {
+        const W: &str = "superblock";
+        if b.len() < SUPERBLOCK_USED {
+            return Err(FormatError::Short {
+                what: W,
+                len: b.len(),
+                need: SUPERBLOCK_USED,
+            });
+        }
+        if &b[0..8] != SUPERBLOCK_MAGIC {
+            return Err(FormatError::Magic { what: W });
+        }
+        let (stored, computed) = (get_u32(b, 124), crc32c(&[&b[..124]]));
+        if stored != computed {
+            return Err(FormatError::Checksum {
+                what: W,
+                stored,
+                computed,
+            });
+        }
+        let version = get_u32(b, 8);
+        if version != FORMAT_VERSION {
+            return Err(field(
+                W,
+                "version",
+                format!("{version} is not supported (this build reads {FORMAT_VERSION})"),
+            ));
+        }
+        let flags = get_u32(b, 12);
+        if flags & !KNOWN_FLAGS != 0 {
+            return Err(field(
+                W,
+                "flags",
+                format!("unknown bits {:#x}", flags & !KNOWN_FLAGS),
+            ));
+        }
+        let layout = Layout {
+            data_bytes: get_u64(b, 32),
+            bopt_offset_bytes: get_u64(b, 40),
+            device_bytes: get_u64(b, 48),
+            page_bytes: get_u32(b, 64),
+            segment_pages: get_u32(b, 68),
+            bopt_pages: get_u32(b, 72),
+            read_cache_pages: get_u32(b, 76),
+            write_buffer_pages: get_u32(b, 80),
+            summary_bytes: get_u32(b, 84),
+            separate: flags & FLAG_SEPARATE != 0,
+        };
+        validate_layout(&layout, get_u64(b, 56))?;
+        Ok(Superblock {
+            flags,
+            generation: get_u64(b, 16),
+            image_id: get_u64(b, 24),
+            commit: get_u64(b, 88),
+            layout,
+        })
+    }
+}
+
+fn validate_layout(l: &Layout, meta_bytes: u64) -> Result<(), FormatError> {
+    const W: &str = "superblock";
+    if l.page_bytes < 512 || !l.page_bytes.is_power_of_two() {
+        return Err(field(
+            W,
+            "page_bytes",
+            format!("{} is not a power of two >= 512", l.page_bytes),
+        ));
+    }
+    if l.segment_pages == 0 || !l.bopt_pages.is_multiple_of(l.segment_pages) {
+        return Err(field(
+            W,
+            "segment_pages",
+            format!(
+                "{} does not divide bopt_pages {}",
+                l.segment_pages, l.bopt_pages
+            ),
+        ));
+    }
+    if u64::from(l.read_cache_pages) + u64::from(l.write_buffer_pages) != u64::from(l.bopt_pages)
+        || !l.write_buffer_pages.is_multiple_of(l.segment_pages)
+    {
+        return Err(field(
+            W,
+            "write_buffer_pages",
+            "read cache + write buffer must be bopt_pages, in whole segments",
+        ));
+    }
+    if l.summary_bytes != summary_bytes_for(l.segment_pages) {
+        return Err(field(
+            W,
+            "summary_bytes",
+            format!(
+                "{} does not match segment_pages {}",
+                l.summary_bytes, l.segment_pages
+            ),
+        ));
+    }
+    if !l.data_bytes.is_multiple_of(u64::from(l.page_bytes)) || l.data_bytes == 0 {
+        return Err(field(
+            W,
+            "data_bytes",
+            format!("{} is not a positive multiple of the page", l.data_bytes),
+        ));
+    }
+    if !l.separate && l.bopt_offset_bytes != l.data_bytes {
+        return Err(field(
+            W,
+            "bopt_offset_bytes",
+            "a shared image's BOPT starts where the data area ends",
+        ));
+    }
+    if meta_bytes != l.meta_bytes() {
+        return Err(field(
+            W,
+            "meta_bytes",
+            format!(
+                "{meta_bytes} does not match the layout ({})",
+                l.meta_bytes()
+            ),
+        ));
+    }
+    let need = l.slots_end_bytes().checked_add(2 * SUPERBLOCK_BYTES);
+    if need.is_none_or(|n| n > l.device_bytes) {
+        return Err(field(
+            W,
+            "device_bytes",
+            format!("{} is smaller than the region it describes", l.device_bytes),
+        ));
+    }
+    Ok(())
+}
+
+/// One map entry of a segment summary (seed 000 Figure 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub fs_page: u64,
+    pub slot: u32,
+    pub flags: u32,
+}
+
+impl Entry {
+    pub fn valid(&self) -> bool {
+        self.flags & ENTRY_VALID != 0
+    }
+    pub fn dirty(&self) -> bool {
+        self.flags & ENTRY_DIRTY != 0
+    }
+}
+
+/// One segment's summary: its map entries, one per slot, in slot order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Summary {
+    pub segment: u32,
+    /// The commit that wrote it: a global counter, so between two copies, and between two
+    /// segments claiming one FS page after a torn commit, the higher one is the newer.
+    pub commit: u64,
+    pub image_id: u64,
+    pub entries: Vec<Entry>,
+}
+
+impl Summary {
+    /// Encodes a `summary_bytes` block, little-endian:
+    ///
+    /// | offset | size | field |
+    /// |---|---|---|
+    /// | 0 | 8 | magic `RBLKSEGS` |
+    /// | 8 | 4 | version (1) |
+    /// | 12 | 4 | segment index |
+    /// | 16 | 8 | commit number |
+    /// | 24 | 8 | image id (the superblock's) |
+    /// | 32 | 4 | entry count (= segment pages) |
+    /// | 36 | 24 | zero |
+    /// | 60 | 4 | CRC-32C of bytes 0..60 then of the entries |
+    /// | 64 + 16 i | 8 | entry i: FS page |
+    /// | 72 + 16 i | 4 | entry i: BOPT slot (= segment * segment_pages + i) |
+    /// | 76 + 16 i | 4 | entry i: flags (1 VALID, 2 DIRTY) |
+    pub fn encode(&self, summary_bytes: u32) -> Vec<u8> {
+        let mut b = vec![0u8; summary_bytes as usize];
+        b[0..8].copy_from_slice(SUMMARY_MAGIC);
+        put_u32(&mut b, 8, FORMAT_VERSION);
+        put_u32(&mut b, 12, self.segment);
+        put_u64(&mut b, 16, self.commit);
+        put_u64(&mut b, 24, self.image_id);
+        put_u32(&mut b, 32, self.entries.len() as u32);
+        for (i, e) in self.entries.iter().enumerate() {
+            let at = SUMMARY_HEADER + ENTRY_BYTES * i;
+            put_u64(&mut b, at, e.fs_page);
+            put_u32(&mut b, at + 8, e.slot);
+            put_u32(&mut b, at + 12, e.flags);
+        }
+        let end = SUMMARY_HEADER + ENTRY_BYTES * self.entries.len();
+        let crc = crc32c(&[&b[..60], &b[SUMMARY_HEADER..end]]);
+        put_u32(&mut b, 60, crc);
+        b
+    }
+
+    /// Decodes one copy, checking magic, checksum, version, and that the entry count
+    /// and slots match the expected segment.
+    pub fn decode(b: &[u8], segment: u32, segment_pages: u32) -> Result<Summary, FormatError> {
+        const W: &str = "segment summary";
+        let need = SUMMARY_HEADER + ENTRY_BYTES * segment_pages as usize;
+        if b.len() < need {
+            return Err(FormatError::Short {
+                what: W,
+                len: b.len(),
+                need,
+            });
+        }
+        if &b[0..8] != SUMMARY_MAGIC {
+            return Err(FormatError::Magic { what: W });
+        }
+        let n = get_u32(b, 32);
+        if n != segment_pages {
+            return Err(field(
+                W,
+                "entries",
+                format!("{n}, expected {segment_pages}"),
+            ));
+        }
+        let (stored, computed) = (
+            get_u32(b, 60),
+            crc32c(&[&b[..60], &b[SUMMARY_HEADER..need]]),
+        );
+        if stored != computed {
+            return Err(FormatError::Checksum {
+                what: W,
+                stored,
+                computed,
+            });
+        }
+        if get_u32(b, 8) != FORMAT_VERSION {
+            return Err(field(
+                W,
+                "version",
+                format!("{} is not supported", get_u32(b, 8)),
+            ));
+        }
+        if get_u32(b, 12) != segment {
+            return Err(field(
+                W,
+                "segment",
+                format!("{} stored where segment {segment} belongs", get_u32(b, 12)),
+            ));
+        }
+        let first = segment * segment_pages;
+        let mut entries = Vec::with_capacity(n as usize);
+        for i in 0..n {
+            let at = SUMMARY_HEADER + ENTRY_BYTES * i as usize;
+            let e = Entry {
+                fs_page: get_u64(b, at),
+                slot: get_u32(b, at + 8),
+                flags: get_u32(b, at + 12),
+            };
+            if e.slot != first + i {
+                return Err(field(
+                    W,
+                    "slot",
+                    format!("entry {i} names slot {}, expected {}", e.slot, first + i),
+                ));
+            }
+            if e.flags & !(ENTRY_VALID | ENTRY_DIRTY) != 0 {
+                return Err(field(
+                    W,
+                    "flags",
+                    format!("entry {i} has unknown bits {:#x}", e.flags),
+                ));
+            }
+            entries.push(e);
+        }
+        Ok(Summary {
+            segment,
+            commit: get_u64(b, 16),
+            image_id: get_u64(b, 24),
+            entries,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout() -> Layout {
+        Layout::plan(&LayoutRequest {
+            data_bytes: 1 << 20,
+            bopt_bytes: 256 << 10,
+            page_bytes: 4096,
+            segment_pages: 16,
+            write_buffer_fraction: 0.25,
+            separate: false,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn plan_fits_the_budget_and_matches_the_geometry() {
+        let l = layout();
+        // Per segment: 2 summaries of 4096 (64 + 16*16 = 320 -> 4096) + 16 pages = 73728.
+        // Budget 262144 - 8192 - 4096 = 249856 -> 3 segments = 48 pages.
+        assert_eq!((l.bopt_pages, l.summary_bytes), (48, 4096));
+        assert_eq!(l.meta_bytes(), 6 * 4096);
+        assert_eq!((l.read_cache_pages, l.write_buffer_pages), (32, 16));
+        assert_eq!(l.device_bytes, (1 << 20) + 6 * 4096 + 48 * 4096 + 8192);
+        assert!(l.device_bytes - (1 << 20) <= 256 << 10);
+        let g = l.geometry().unwrap();
+        assert_eq!(g.bopt_sector(0, 0) * 512, l.slot_offset(0));
+        assert_eq!(g.write_buffer_pages, 16);
+    }
+
+    #[test]
+    fn superblock_round_trips_and_detects_corruption() {
+        let sb = Superblock {
+            flags: FLAG_DIRTY,
+            generation: 7,
+            image_id: 0xfeed,
+            commit: 42,
+            layout: layout(),
+        };
+        let mut b = sb.encode();
+        assert_eq!(&b[0..8], b"RBLKSUPR");
+        assert_eq!(u64::from_le_bytes(b[16..24].try_into().unwrap()), 7);
+        assert_eq!(Superblock::decode(&b).unwrap(), sb);
+        b[40] ^= 1;
+        assert!(matches!(
+            Superblock::decode(&b),
+            Err(FormatError::Checksum { .. })
+        ));
+        b[0] = b'X';
+        assert!(matches!(
+            Superblock::decode(&b),
+            Err(FormatError::Magic { .. })
+        ));
+    }
+
+    #[test]
+    fn superblock_with_inconsistent_layout_names_the_field() {
+        let mut sb = Superblock {
+            flags: 0,
+            generation: 1,
+            image_id: 1,
+            commit: 0,
+            layout: layout(),
+        };
+        sb.layout.write_buffer_pages += 1;
+        let e = Superblock::decode(&sb.encode()).unwrap_err().to_string();
+        assert!(e.contains("write_buffer_pages"), "{e}");
+    }
+
+    #[test]
+    fn summary_round_trips_and_checks_its_slots() {
+        let entries = (0..16)
+            .map(|i| Entry {
+                fs_page: 100 + u64::from(i),
+                slot: 16 + i,
+                flags: if i % 2 == 0 { ENTRY_VALID } else { 0 },
+            })
+            .collect();
+        let s = Summary {
+            segment: 1,
+            commit: 9,
+            image_id: 3,
+            entries,
+        };
+        let b = s.encode(4096);
+        // Entry 1 (slot 17) at 64 + 16: FS page 101.
+        assert_eq!(u64::from_le_bytes(b[80..88].try_into().unwrap()), 101);
+        assert_eq!(Summary::decode(&b, 1, 16).unwrap(), s);
+        assert!(Summary::decode(&b, 2, 16)
+            .unwrap_err()
+            .to_string()
+            .contains("segment"));
+        let mut torn = b.clone();
+        torn[64 + 16 * 5] ^= 0xff;
+        assert!(matches!(
+            Summary::decode(&torn, 1, 16),
+            Err(FormatError::Checksum { .. })
+        ));
+    }
+}
