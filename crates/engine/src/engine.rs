@@ -572,14 +572,30 @@ impl Engine {
         Ok(true)
     }
 
+    /// Bytes copied by background steps so far.
+    pub fn bytes_moved(&self) -> u64 {
+        self.counters.bytes_moved.load(Relaxed)
+    }
+
+    /// True while reconfiguration steps wait.
+    pub fn reconfig_pending(&self) -> bool {
+        !lock(&self.state).queue.is_empty()
+    }
+
     /// One round of background work: the next queued reconfiguration step, else a
     /// destage of the oldest write-buffer segment when the buffer runs low (the layout
     /// crate's policy, docs/layout.md §4). Returns the number of steps run.
-    pub fn background_tick(&self) -> io::Result<usize> {
+    /// `allow_reconfig` false leaves the reconfiguration queue alone (the caller yields
+    /// to foreground I/O); destage runs regardless, since a full buffer sends writes home.
+    pub fn background_tick(&self, allow_reconfig: bool) -> io::Result<usize> {
         if self.is_read_only() {
             return Ok(0);
         }
-        let next = lock(&self.state).queue.pop_front();
+        let next = if allow_reconfig {
+            lock(&self.state).queue.pop_front()
+        } else {
+            None
+        };
         if let Some(step) = next {
             let ok = self.run_step(&step)?;
             self.after_reconfig_step(ok);

@@ -6,10 +6,15 @@
 //! (seed 001 §3.5.5). docs/format.md documents the on-disk format byte by byte and the
 //! order of writes that makes a FLUSH durable.
 
+pub mod background;
+pub mod check;
+pub mod control;
 pub mod crc;
 pub mod engine;
 pub mod format;
+pub mod image;
 pub mod meta;
+pub mod recorder;
 pub mod store;
 
 pub use engine::{Engine, EngineOptions, OpenReport, Status};

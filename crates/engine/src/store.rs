@@ -25,6 +25,7 @@ pub trait Store: Send + Sync {
 }
 
 /// A file or block device, plus an optional separate BOPT device.
+#[derive(Debug)]
 pub struct FileStore {
     data: File,
     bopt: Option<File>,

@@ -116,7 +116,7 @@ fn run_workload(store: Arc<MemStore>, l: &Layout, seed: u64, ops: usize) -> Mode
         for s in first..first + n {
             model.history[s as usize].push(id);
         }
-        engine.background_tick().unwrap();
+        engine.background_tick(true).unwrap();
         if rng.below(40) == 0 {
             let plan = random_plan(&mut rng, l);
             engine.reconfigure(plan).unwrap();
@@ -126,7 +126,7 @@ fn run_workload(store: Arc<MemStore>, l: &Layout, seed: u64, ops: usize) -> Mode
     engine.flush().unwrap();
     model.flushes.push((store.log_len(), snapshot));
     // Let the background finish whatever reconfiguration is queued (more crash points).
-    while engine.background_tick().unwrap() > 0 {}
+    while engine.background_tick(true).unwrap() > 0 {}
     model
 }
 

@@ -1,8 +1,310 @@
-//! `reblock serve` (being built).
+//! `reblock serve`: export the data area of a backing image over NBD through the online
+//! engine (docs/format.md), with a control socket for `status`, `detach` and
+//! `reconfigure`, and an optional recorder of the served requests.
 
-#[derive(clap::Args, Debug)]
-pub struct Args {}
+use anyhow::{bail, Context};
+use reblock_engine::background::{Background, BackgroundOptions};
+use reblock_engine::control::ControlServer;
+use reblock_engine::image::{open_image, ImageOptions};
+use reblock_engine::recorder::Recorder;
+use reblock_engine::{Engine, EngineOptions};
+use reblock_nbd::{ExportSet, Listen, Server, ServerConfig};
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("'reblock serve' is not built yet")
+#[derive(clap::Args, Debug, Default)]
+pub struct Args {
+    /// Backing image (file or block device). A plain image without a BOPT keeps its bytes
+    /// as the data area; the BOPT is appended to a file (block devices need --format).
+    pub image: PathBuf,
+    /// BOPT size for formatting a fresh image (e.g. 64M, 1G): summaries, slots, superblocks.
+    #[arg(long, value_parser = parse_size)]
+    pub bopt_size: Option<u64>,
+    /// Put the BOPT on this separate device or file (a faster one, as a cache).
+    #[arg(long)]
+    pub bopt_device: Option<PathBuf>,
+    /// Share of the BOPT's segments given to the write buffer when formatting [default: 0.2].
+    #[arg(long)]
+    pub write_buffer: Option<f64>,
+    /// Page size in bytes when formatting [default: 4096].
+    #[arg(long, value_parser = parse_size)]
+    pub page_size: Option<u64>,
+    /// Pages per segment when formatting [default: 256].
+    #[arg(long)]
+    pub segment_pages: Option<u32>,
+    /// Allow formatting a block device that has no superblock (its end becomes the BOPT).
+    #[arg(long)]
+    pub format: bool,
+    /// Create IMAGE with this data-area size if it does not exist (e.g. 1G).
+    #[arg(long, value_parser = parse_size)]
+    pub create: Option<u64>,
+    /// Listen on this Unix socket.
+    #[arg(long, conflicts_with = "tcp")]
+    pub unix: Option<PathBuf>,
+    /// Listen on TCP: PORT (127.0.0.1) or ADDR:PORT.
+    #[arg(long)]
+    pub tcp: Option<String>,
+    /// Export name [default: the image's file name]; clients asking for "" get it too.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Serve read-only (nothing on the image changes, not even the superblock).
+    #[arg(long)]
+    pub read_only: bool,
+    /// Control socket [default: the NBD socket path + ".ctl", or IMAGE + ".ctl" for TCP].
+    #[arg(long)]
+    pub control: Option<PathBuf>,
+    /// Record served requests as a native trace here (connection id as pid, command "nbd").
+    #[arg(long)]
+    pub record: Option<PathBuf>,
+    /// On SIGINT/SIGTERM, copy every dirty page home before exiting (see `reblock detach`).
+    #[arg(long)]
+    pub detach_on_exit: bool,
+    /// Background reconfiguration copy rate, MiB/s [default: 64].
+    #[arg(long)]
+    pub rate_mib_s: Option<u64>,
+    /// TOML file with any of these options (keys as the flags, with '_'); flags win.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+/// The TOML configuration: the same knobs as the flags.
+#[derive(Deserialize, Debug, Default)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    bopt_size: Option<String>,
+    bopt_device: Option<PathBuf>,
+    write_buffer: Option<f64>,
+    page_size: Option<String>,
+    segment_pages: Option<u32>,
+    unix: Option<PathBuf>,
+    tcp: Option<String>,
+    name: Option<String>,
+    read_only: Option<bool>,
+    control: Option<PathBuf>,
+    record: Option<PathBuf>,
+    detach_on_exit: Option<bool>,
+    rate_mib_s: Option<u64>,
+}
+
+/// Parses `4096`, `64K`, `64M`, `1G`, `2T` (binary units; `KiB`/`MB` spellings too).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (e.g. 4096, 64M, 1G)"))?;
+    let mult: u64 = match unit
+        .trim()
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        "T" => 1 << 40,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (K, M, G, T)")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} overflows"))
+}
+
+fn merge(mut a: Args) -> anyhow::Result<Args> {
+    let Some(path) = a.config.clone() else {
+        return Ok(a);
+    };
+    let text = std::fs::read_to_string(&path).with_context(|| format!("{}", path.display()))?;
+    let c: FileConfig =
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let size = |v: Option<String>, key: &str| -> anyhow::Result<Option<u64>> {
+        v.map(|s| parse_size(&s).map_err(|e| anyhow::anyhow!("{}: key {key}: {e}", path.display())))
+            .transpose()
+    };
+    a.bopt_size = a.bopt_size.or(size(c.bopt_size, "bopt_size")?);
+    a.page_size = a.page_size.or(size(c.page_size, "page_size")?);
+    a.bopt_device = a.bopt_device.or(c.bopt_device);
+    a.write_buffer = a.write_buffer.or(c.write_buffer);
+    a.segment_pages = a.segment_pages.or(c.segment_pages);
+    if a.unix.is_none() && a.tcp.is_none() {
+        a.unix = c.unix;
+        a.tcp = c.tcp;
+    }
+    a.name = a.name.or(c.name);
+    a.read_only |= c.read_only.unwrap_or(false);
+    a.control = a.control.or(c.control);
+    a.record = a.record.or(c.record);
+    a.detach_on_exit |= c.detach_on_exit.unwrap_or(false);
+    a.rate_mib_s = a.rate_mib_s.or(c.rate_mib_s);
+    Ok(a)
+}
+
+fn listen_of(a: &Args) -> anyhow::Result<Listen> {
+    if let Some(p) = &a.unix {
+        return Ok(Listen::Unix(p.clone()));
+    }
+    let Some(t) = &a.tcp else {
+        bail!("say where to listen: --unix SOCK or --tcp [ADDR:]PORT")
+    };
+    let addr = if t.contains(':') {
+        t.clone()
+    } else {
+        format!("127.0.0.1:{t}")
+    };
+    let sa = addr
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--tcp {t:?}: {e}"))?;
+    Ok(Listen::Tcp(sa))
+}
+
+/// The control socket's default path for these arguments.
+pub fn default_control(a: &Args) -> PathBuf {
+    let base = a.unix.clone().unwrap_or_else(|| a.image.clone());
+    let mut s = base.into_os_string();
+    s.push(".ctl");
+    PathBuf::from(s)
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let a = merge(args)?;
+    let listen = listen_of(&a)?;
+    let write_buffer = a.write_buffer.unwrap_or(0.2);
+    if !(0.0..=1.0).contains(&write_buffer) {
+        bail!("--write-buffer {write_buffer}: must be within [0, 1]");
+    }
+    let page_bytes = u32::try_from(a.page_size.unwrap_or(4096)).context("--page-size")?;
+    let opened = open_image(&ImageOptions {
+        image: a.image.clone(),
+        bopt_device: a.bopt_device.clone(),
+        read_only: a.read_only,
+        bopt_bytes: a.bopt_size,
+        page_bytes,
+        segment_pages: a.segment_pages.unwrap_or(256),
+        write_buffer_fraction: write_buffer,
+        format_block_device: a.format,
+        create_bytes: a.create,
+    })
+    .map_err(anyhow::Error::msg)?;
+    if let Some(l) = &opened.formatted {
+        eprintln!(
+            "reblock: formatted {}: data {} bytes, BOPT {} pages ({} read cache, {} write buffer)",
+            a.image.display(),
+            l.data_bytes,
+            l.bopt_pages,
+            l.read_cache_pages,
+            l.write_buffer_pages
+        );
+    }
+    let opts = EngineOptions {
+        read_only: a.read_only,
+        ..EngineOptions::default()
+    };
+    let (engine, report) = Engine::open(opened.store.clone(), opts)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", a.image.display()))?;
+    if report.unclean {
+        eprintln!(
+            "reblock: recovered after an unclean stop: {} map entries, all marked dirty",
+            report.rebuild.entries
+        );
+    }
+    let engine = Arc::new(engine);
+    serve_engine(&a, listen, engine)
+}
+
+fn serve_engine(a: &Args, listen: Listen, engine: Arc<Engine>) -> anyhow::Result<()> {
+    let recorder = match &a.record {
+        Some(p) => Some(Arc::new(
+            Recorder::create(p).with_context(|| format!("--record {}", p.display()))?,
+        )),
+        None => None,
+    };
+    let name = a.name.clone().unwrap_or_else(|| {
+        a.image
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    let exports = ExportSet::single(&name, engine.clone())?;
+    let config = ServerConfig {
+        observer: recorder
+            .clone()
+            .map(|r| r as Arc<dyn reblock_nbd::RequestObserver>),
+        ..ServerConfig::default()
+    };
+    let server = Server::bind(&listen, exports, config)
+        .with_context(|| format!("listen on {}", listen.uri(&name)))?
+        .start()?;
+    let control_path = a.control.clone().unwrap_or_else(|| default_control(a));
+    let control = ControlServer::start(&control_path, engine.clone())
+        .with_context(|| format!("control socket {}", control_path.display()))?;
+    let rate = a.rate_mib_s.unwrap_or(64) << 20;
+    let background = Background::start(
+        engine.clone(),
+        BackgroundOptions {
+            rate_bytes_per_s: rate,
+            ..Default::default()
+        },
+    );
+    eprintln!(
+        "reblock: serving {} at {} (control {})",
+        a.image.display(),
+        listen.uri(&name),
+        control_path.display()
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        if let Some(r) = &recorder {
+            let _ = r.flush();
+        }
+    }
+    tracing::info!("stopping");
+    server.shutdown();
+    control.shutdown();
+    background.stop();
+    engine.close(a.detach_on_exit).context("clean stop")?;
+    if let Some(r) = &recorder {
+        r.flush()?;
+    }
+    eprintln!(
+        "reblock: stopped cleanly{}",
+        if a.detach_on_exit { " (detached)" } else { "" }
+    );
+    Ok(())
+}
+
+/// The control socket named by `--control`, or derived from `--unix`.
+pub fn control_path(control: &Option<PathBuf>, unix: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    match (control, unix) {
+        (Some(c), _) => Ok(c.clone()),
+        (None, Some(u)) => {
+            let mut s = u.clone().into_os_string();
+            s.push(".ctl");
+            Ok(PathBuf::from(s))
+        }
+        _ => bail!(
+            "say which server: --control PATH or --unix SOCK (its control socket is SOCK.ctl)"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("8kb"), Ok(8 << 10));
+        assert!(parse_size("12Q").unwrap_err().contains("unit"));
+        assert!(parse_size("M").is_err());
+    }
 }

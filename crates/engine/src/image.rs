@@ -1,0 +1,187 @@
+//! Opening a backing image for serving: exclusive lock, superblock discovery, and
+//! formatting on first use without ever formatting over an existing superblock.
+
+use crate::format::{Layout, LayoutRequest};
+use crate::meta::{self, MetaError};
+use crate::store::{file_len, FileStore, Store};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileTypeExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// How to find or make the BOPT.
+#[derive(Clone, Debug)]
+pub struct ImageOptions {
+    pub image: PathBuf,
+    pub bopt_device: Option<PathBuf>,
+    pub read_only: bool,
+    /// BOPT budget for formatting a fresh image; `None`: the image must be formatted.
+    pub bopt_bytes: Option<u64>,
+    pub page_bytes: u32,
+    pub segment_pages: u32,
+    pub write_buffer_fraction: f64,
+    /// Allow formatting a block device (its last `bopt_bytes` are overwritten).
+    pub format_block_device: bool,
+    /// Create the image with this many data bytes if it does not exist.
+    pub create_bytes: Option<u64>,
+}
+
+/// What opening did.
+#[derive(Clone, Debug)]
+pub struct Opened {
+    pub store: Arc<FileStore>,
+    /// Set when this call formatted the BOPT.
+    pub formatted: Option<Layout>,
+}
+
+fn open_file(path: &Path, read_only: bool, create: bool) -> Result<File, String> {
+    OpenOptions::new()
+        .read(true)
+        .write(!read_only)
+        .create(create && !read_only)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Takes an exclusive, non-blocking flock: a second `serve` on the same image is refused.
+pub fn lock_exclusive(f: &File, path: &Path) -> Result<(), String> {
+    // SAFETY: flock on a descriptor we own; no memory is passed.
+    let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        return Err(format!(
+            "{}: in use by another reblock process (it holds the image's lock)",
+            path.display()
+        ));
+    }
+    Err(format!("{}: flock: {e}", path.display()))
+}
+
+fn is_block(f: &File) -> bool {
+    f.metadata()
+        .map(|m| m.file_type().is_block_device())
+        .unwrap_or(false)
+}
+
+pub fn open_image(o: &ImageOptions) -> Result<Opened, String> {
+    let create = o.create_bytes.is_some() && !o.image.exists();
+    let data = open_file(&o.image, o.read_only, create)?;
+    lock_exclusive(&data, &o.image)?;
+    if create {
+        data.set_len(o.create_bytes.unwrap_or(0))
+            .map_err(|e| format!("{}: {e}", o.image.display()))?;
+    }
+    let bopt = match &o.bopt_device {
+        Some(p) => {
+            let f = open_file(p, o.read_only, o.bopt_bytes.is_some())?;
+            lock_exclusive(&f, p)?;
+            Some(f)
+        }
+        None => None,
+    };
+    let store = Arc::new(FileStore::new(data, bopt));
+    match meta::read_superblock(store.as_ref()) {
+        Ok(_) => Ok(Opened {
+            store,
+            formatted: None,
+        }),
+        Err(MetaError::NotFormatted) => format_fresh(o, store),
+        Err(e) => Err(format!(
+            "{}: {e}",
+            o.bopt_device.as_ref().unwrap_or(&o.image).display()
+        )),
+    }
+}
+
+fn format_fresh(o: &ImageOptions, store: Arc<FileStore>) -> Result<Opened, String> {
+    let name = o.image.display().to_string();
+    let Some(bopt_bytes) = o.bopt_bytes else {
+        return Err(format!(
+            "{name}: no reblock superblock found; pass --bopt-size SIZE to format one"
+        ));
+    };
+    if o.read_only {
+        return Err(format!(
+            "{name}: not formatted, and --read-only forbids formatting"
+        ));
+    }
+    let data_file = OpenOptions::new()
+        .read(true)
+        .open(&o.image)
+        .map_err(|e| format!("{name}: {e}"))?;
+    let image_len = file_len(&data_file).map_err(|e| format!("{name}: {e}"))?;
+    let separate = o.bopt_device.is_some();
+    let block = is_block(&data_file);
+    if block && !separate && !o.format_block_device {
+        return Err(format!(
+            "{name}: a block device without a superblock; formatting overwrites its last {bopt_bytes} bytes: pass --format to confirm"
+        ));
+    }
+    // A file keeps its bytes as the data area and grows by the BOPT; a block device gives
+    // up its end to it.
+    let data_bytes = if block && !separate {
+        image_len.saturating_sub(bopt_bytes) / u64::from(o.page_bytes) * u64::from(o.page_bytes)
+    } else {
+        image_len
+    };
+    let mut layout = Layout::plan(&LayoutRequest {
+        data_bytes,
+        bopt_bytes,
+        page_bytes: o.page_bytes,
+        segment_pages: o.segment_pages,
+        write_buffer_fraction: o.write_buffer_fraction,
+        separate,
+    })
+    .map_err(|e| format!("{name}: {e}"))?;
+    let bopt_path = o.bopt_device.as_ref().unwrap_or(&o.image);
+    let bopt_file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(bopt_path)
+        .map_err(|e| format!("{}: {e}", bopt_path.display()))?;
+    if is_block(&bopt_file) {
+        let len = file_len(&bopt_file).map_err(|e| e.to_string())?;
+        if len < layout.device_bytes {
+            return Err(format!(
+                "{}: {len} bytes is too small for the BOPT ({} bytes)",
+                bopt_path.display(),
+                layout.device_bytes
+            ));
+        }
+        layout.device_bytes = len;
+    } else {
+        bopt_file
+            .set_len(layout.device_bytes)
+            .map_err(|e| format!("{}: {e}", bopt_path.display()))?;
+    }
+    let image_id = random_id();
+    meta::format(store.as_ref() as &dyn Store, &layout, image_id)
+        .map_err(|e| format!("{name}: format: {e}"))?;
+    tracing::info!(
+        data_bytes,
+        bopt_pages = layout.bopt_pages,
+        "formatted a fresh BOPT"
+    );
+    Ok(Opened {
+        store,
+        formatted: Some(layout),
+    })
+}
+
+fn random_id() -> u64 {
+    let mut b = [0u8; 8];
+    if let Ok(f) = File::open("/dev/urandom") {
+        use std::io::Read;
+        let _ = (&f).read_exact(&mut b);
+    }
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    u64::from_le_bytes(b) ^ t ^ u64::from(std::process::id())
+}
