@@ -97,31 +97,45 @@ pub fn check(store: &dyn Store, repair: bool) -> Result<CheckReport, MetaError> 
         ));
     }
     if repair && !rep.is_clean() {
-        for seg in 0..l.segments() {
-            let s = Summary {
-                segment: seg,
-                commit: sb.commit + 1,
-                image_id: sb.image_id,
-                entries: meta::segment_entries(&l, &map, seg),
-            };
-            let copy = 1 - loaded.copy[seg as usize];
-            store
-                .write_at(
-                    Dev::Bopt,
-                    &s.encode(l.summary_bytes),
-                    l.summary_offset(seg, copy),
-                )
-                .map_err(meta::io_err(format!("rewrite summary of segment {seg}")))?;
-        }
-        store.sync(Dev::Bopt).map_err(meta::io_err("sync"))?;
+        let blocks: Vec<Vec<u8>> = (0..l.segments())
+            .map(|seg| {
+                Summary {
+                    segment: seg,
+                    commit: sb.commit + 1,
+                    image_id: sb.image_id,
+                    entries: meta::segment_entries(&l, &map, seg),
+                }
+                .encode(l.summary_bytes)
+            })
+            .collect();
+        // First the copies not chosen (the chosen ones stay a valid fallback), commit
+        // them with the superblock, then the other copies: at every moment one copy of
+        // each segment is valid and committed.
+        write_copies(store, &l, &blocks, |seg| 1 - loaded.copy[seg as usize])?;
         sb.commit += 1;
         // Entries were rebuilt without trustworthy dirty bits: keep DIRTY so the next
         // open treats them all as dirty.
         sb.flags = (sb.flags & !FLAG_NEEDS_CHECK) | FLAG_DIRTY;
         meta::write_superblock(store, &mut sb)?;
+        write_copies(store, &l, &blocks, |seg| loaded.copy[seg as usize])?;
         // A second generation so both superblock copies are current and valid.
         meta::write_superblock(store, &mut sb)?;
         rep.repaired = true;
     }
     Ok(rep)
+}
+
+fn write_copies(
+    store: &dyn Store,
+    l: &crate::format::Layout,
+    blocks: &[Vec<u8>],
+    copy_of: impl Fn(u32) -> u32,
+) -> Result<(), MetaError> {
+    for (seg, b) in blocks.iter().enumerate() {
+        let seg = seg as u32;
+        store
+            .write_at(Dev::Bopt, b, l.summary_offset(seg, copy_of(seg)))
+            .map_err(meta::io_err(format!("rewrite summary of segment {seg}")))?;
+    }
+    store.sync(Dev::Bopt).map_err(meta::io_err("sync"))
 }

@@ -1,0 +1,246 @@
+//! Engine behaviour on an in-memory store: reconfiguration to a plan, detach, a failed
+//! commit turning the engine read-only with NEEDS_CHECK, clean stop keeping dirty bits,
+//! and the offline check finding and repairing damage.
+
+use reblock_engine::check::check;
+use reblock_engine::format::{LayoutRequest, FLAG_NEEDS_CHECK};
+use reblock_engine::meta::read_superblock;
+use reblock_engine::{Dev, Engine, EngineOptions, Layout, MemStore, Store};
+use reblock_layout::Plan;
+use std::sync::Arc;
+
+fn layout() -> Layout {
+    Layout::plan(&LayoutRequest {
+        data_bytes: 256 * 4096,
+        bopt_bytes: 8 * (2 * 4096 + 8 * 4096) + 3 * 4096,
+        page_bytes: 4096,
+        segment_pages: 8,
+        write_buffer_fraction: 0.25,
+        separate: false,
+    })
+    .unwrap()
+}
+
+fn page(fill: u8) -> Vec<u8> {
+    vec![fill; 4096]
+}
+
+fn setup() -> (Arc<MemStore>, Layout) {
+    let l = layout();
+    let store = Arc::new(MemStore::new(vec![0u8; l.device_bytes as usize], None));
+    Engine::format(store.as_ref(), &l, 1).unwrap();
+    (store, l)
+}
+
+fn open(store: &Arc<MemStore>) -> Engine {
+    Engine::open(store.clone(), EngineOptions::default())
+        .unwrap()
+        .0
+}
+
+#[test]
+fn reconfiguration_moves_planned_pages_into_the_read_cache_and_keeps_data() {
+    let (store, l) = setup();
+    let e = open(&store);
+    assert_eq!(l.read_cache_pages, 48);
+    for p in 0..64u64 {
+        e.write_sectors(&page(p as u8 + 1), p * 8).unwrap();
+    }
+    let mut plan = Plan::new(8, "hand");
+    plan.push(10, 4, 0); // pages 10..14 to slots 0..4
+    plan.push(50, 2, 20);
+    e.reconfigure(plan).unwrap();
+    while e.background_tick(true).unwrap() > 0 {}
+    let map = e.indirector().map().clone();
+    for (fs, slot) in [(10, 0), (13, 3), (50, 20), (51, 21)] {
+        assert_eq!(map.lookup(fs), Some(slot), "FS page {fs}");
+    }
+    e.indirector().check();
+    for p in 0..64u64 {
+        let mut b = vec![0u8; 4096];
+        e.read_sectors(&mut b, p * 8).unwrap();
+        assert_eq!(b, page(p as u8 + 1), "page {p}");
+    }
+    assert_eq!(e.status().reconfiguration.state, "done");
+}
+
+#[test]
+fn detach_leaves_the_complete_image_in_the_data_area() {
+    let (store, l) = setup();
+    let e = open(&store);
+    let mut reference = vec![0u8; l.data_bytes as usize];
+    for (i, p) in [3u64, 4, 5, 100, 101, 200].iter().enumerate() {
+        let b = page(0x40 + i as u8);
+        e.write_sectors(&b, p * 8).unwrap();
+        reference[(*p * 4096) as usize..(*p * 4096 + 4096) as usize].copy_from_slice(&b);
+    }
+    assert!(e.status().mapped_pages > 0, "writes were absorbed");
+    e.detach().unwrap();
+    assert_eq!(e.status().mapped_pages, 0);
+    let (dev, _) = store.devices();
+    assert_eq!(&dev[..l.data_bytes as usize], &reference[..]);
+    // Nothing new is absorbed while detached.
+    e.write_sectors(&page(9), 0).unwrap();
+    assert_eq!(e.status().mapped_pages, 0);
+}
+
+#[test]
+fn clean_stop_keeps_true_dirty_bits_and_unclean_marks_all_dirty() {
+    let (store, _) = setup();
+    let e = open(&store);
+    let mut plan = Plan::new(8, "hand");
+    plan.push(7, 2, 0);
+    e.reconfigure(plan).unwrap();
+    while e.background_tick(true).unwrap() > 0 {}
+    e.write_sectors(&page(1), 7 * 8).unwrap(); // page 7 dirty, page 8 clean
+    e.close(false).unwrap();
+    let (e2, rep) = Engine::open(store.clone(), EngineOptions::default()).unwrap();
+    assert!(!rep.unclean);
+    let ind = e2.indirector();
+    assert!(ind.map().is_dirty(0) && !ind.map().is_dirty(1));
+    drop(e2); // no close: the superblock stays DIRTY, as after a crash
+    let (e3, rep) = Engine::open(store.clone(), EngineOptions::default()).unwrap();
+    assert!(rep.unclean);
+    assert!(
+        e3.indirector().map().is_dirty(1),
+        "seed 001 §3.5.1: every entry dirty"
+    );
+}
+
+#[test]
+fn failed_commit_sets_needs_check_and_goes_read_only() {
+    let (store, _) = setup();
+    let e = open(&store);
+    e.write_sectors(&page(5), 0).unwrap();
+    store.fail_writes(Some(Dev::Bopt));
+    assert!(e.flush().is_err());
+    assert!(e.is_read_only());
+    let err = e.write_sectors(&page(6), 80).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc_erofs()));
+    store.fail_writes(None);
+    // The superblock write also failed (same device), so mark it as a later check would.
+    let found = read_superblock(store.as_ref()).unwrap();
+    assert_eq!(
+        found.sb.flags & FLAG_NEEDS_CHECK,
+        0,
+        "the dying device took no superblock"
+    );
+}
+
+fn libc_erofs() -> i32 {
+    30
+}
+
+#[test]
+fn needs_check_refuses_a_writable_open() {
+    let (store, l) = setup();
+    let e = open(&store);
+    e.write_sectors(&page(5), 0).unwrap();
+    // Summaries fail but the superblock copies (past the slots) still take writes: break
+    // only the summary area.
+    let fail_summary = MemStoreFailingBelow {
+        inner: store.clone(),
+        limit: l.slot_offset(0),
+    };
+    let e2 = Engine::open(Arc::new(fail_summary), EngineOptions::default())
+        .unwrap()
+        .0;
+    e2.write_sectors(&page(7), 0).unwrap();
+    assert!(e2.flush().is_err());
+    drop(e);
+    let err = Engine::open(store.clone(), EngineOptions::default())
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("NEEDS_CHECK"), "{err}");
+    let rep = check(store.as_ref(), true).unwrap();
+    assert!(rep.problems.iter().any(|p| p.contains("NEEDS_CHECK")));
+    assert!(rep.repaired);
+    assert!(Engine::open(store.clone(), EngineOptions::default()).is_ok());
+}
+
+/// A store whose BOPT writes below `limit` fail (the summary area dies).
+struct MemStoreFailingBelow {
+    inner: Arc<MemStore>,
+    limit: u64,
+}
+
+impl Store for MemStoreFailingBelow {
+    fn read_at(&self, d: Dev, b: &mut [u8], o: u64) -> std::io::Result<()> {
+        self.inner.read_at(d, b, o)
+    }
+    fn write_at(&self, d: Dev, b: &[u8], o: u64) -> std::io::Result<()> {
+        let summary = o >= layout().data_bytes && o < self.limit;
+        if summary {
+            return Err(std::io::Error::from_raw_os_error(5));
+        }
+        self.inner.write_at(d, b, o)
+    }
+    fn sync(&self, d: Dev) -> std::io::Result<()> {
+        self.inner.sync(d)
+    }
+    fn len(&self, d: Dev) -> std::io::Result<u64> {
+        self.inner.len(d)
+    }
+    fn shared(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn check_finds_damage_and_repair_restores_a_clean_image() {
+    let (store, l) = setup();
+    let e = open(&store);
+    for p in 0..10u64 {
+        e.write_sectors(&page(p as u8 + 1), p * 8).unwrap();
+    }
+    e.close(false).unwrap();
+    assert!(check(store.as_ref(), false).unwrap().is_clean());
+    // Corrupt the newest copy of the write buffer's first segment and one superblock copy.
+    let seg = l.read_cache_pages / l.segment_pages;
+    for copy in 0..2 {
+        store
+            .write_at(Dev::Bopt, &[0xff; 16], l.summary_offset(seg, copy) + 100)
+            .unwrap();
+    }
+    store
+        .write_at(Dev::Bopt, &[0xff; 8], l.superblock_offset(0) + 30)
+        .unwrap();
+    let rep = check(store.as_ref(), false).unwrap();
+    assert!(
+        rep.problems
+            .iter()
+            .any(|p| p.contains(&format!("segment {seg} summary copy"))),
+        "{:?}",
+        rep.problems
+    );
+    assert!(
+        rep.problems.iter().any(|p| p.contains("superblock copy 0")),
+        "{:?}",
+        rep.problems
+    );
+    assert!(rep
+        .problems
+        .iter()
+        .any(|p| p.contains("no valid summary copy")));
+    let rep = check(store.as_ref(), true).unwrap();
+    assert!(rep.repaired);
+    let after = check(store.as_ref(), false).unwrap();
+    assert!(after.is_clean(), "{:?}", after.problems);
+    // The lost segment's pages are gone from the map, so they read their home copies:
+    // the repair cannot invent what no summary recorded.
+    let e2 = open(&store);
+    e2.indirector().check();
+}
+
+#[test]
+fn superblock_torn_write_falls_back_to_the_previous_generation() {
+    let (store, l) = setup();
+    let before = read_superblock(store.as_ref()).unwrap().sb;
+    let copy = ((before.generation + 1) % 2) as u32;
+    store
+        .write_at(Dev::Bopt, &[0xAA; 100], l.superblock_offset(copy))
+        .unwrap();
+    let after = read_superblock(store.as_ref()).unwrap();
+    assert_eq!(after.sb.generation, before.generation);
+    assert!(after.copy_errors[copy as usize].is_some());
+}
