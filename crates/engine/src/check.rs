@@ -139,3 +139,16 @@ fn write_copies(
     }
     store.sync(Dev::Bopt).map_err(meta::io_err("sync"))
 }
+
+/// The format reader on arbitrary bytes: decoders, then the whole offline check on the
+/// bytes taken as a shared image. Must never panic (fuzz target and tests).
+pub fn fuzz_one(data: &[u8]) {
+    let _ = crate::format::Superblock::decode(data);
+    if data.len() >= 4 {
+        let n = u32::from(data[0] % 32) + 1;
+        let _ = Summary::decode(&data[1..], u32::from(data[1 % data.len()]), n);
+    }
+    let store = crate::store::MemStore::new(data.to_vec(), None);
+    let _ = check(&store, false);
+    let _ = check(&store, true);
+}

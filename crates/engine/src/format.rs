@@ -360,6 +360,9 @@ impl Superblock {
                 format!("{version} is not supported (this build reads {FORMAT_VERSION})"),
             ));
         }
+        if b[96..124].iter().any(|&x| x != 0) {
+            return Err(field(W, "reserved", "bytes 96..124 must be zero"));
+        }
         let flags = get_u32(b, 12);
         if flags & !KNOWN_FLAGS != 0 {
             return Err(field(
@@ -453,7 +456,12 @@ fn validate_layout(l: &Layout, meta_bytes: u64) -> Result<(), FormatError> {
             ),
         ));
     }
-    let need = l.slots_end_bytes().checked_add(2 * SUPERBLOCK_BYTES);
+    // In u128 so a forged superblock cannot overflow the arithmetic.
+    let need = u128::from(l.bopt_offset_bytes)
+        + u128::from(meta_bytes)
+        + u128::from(l.bopt_pages) * u128::from(l.page_bytes)
+        + 2 * u128::from(SUPERBLOCK_BYTES);
+    let need = u64::try_from(need).ok();
     if need.is_none_or(|n| n > l.device_bytes) {
         return Err(field(
             W,
@@ -561,6 +569,9 @@ impl Summary {
                 stored,
                 computed,
             });
+        }
+        if b[36..60].iter().any(|&x| x != 0) {
+            return Err(field(W, "reserved", "bytes 36..60 must be zero"));
         }
         if get_u32(b, 8) != FORMAT_VERSION {
             return Err(field(
