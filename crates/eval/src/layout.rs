@@ -1,0 +1,471 @@
+//! The layout a policy keeps on the device between reconfigurations, and how a plan
+//! turns into copy I/O.
+//!
+//! * `Home`: no reorganization (vanilla); every request goes to its home location.
+//! * `Bopt`: the layout crate's indirector (seed 001 Algorithm 5), unchanged: the
+//!   policies that place pages into the BOPT read cache (borg, hot, dlr-seq).
+//! * `Permuted`: the pages of the data area itself permuted (dlr-frag, seed 002 §6.1): no
+//!   second copy exists, so a page is read and written where the permutation put it.
+//!
+//! The device holds the data area and the BOPT (same device, as in BORG); the layout
+//! crate's [`Geometry`] translates FS sectors to device sectors around the BOPT.
+
+use std::sync::{Arc, Mutex};
+
+use reblock_device::DevRequest;
+use reblock_layout::{
+    diff, DiffOptions, Geometry, Indirector, IoRequest, Mode, Op, PhysIo, Plan, Region, Step,
+};
+use reblock_plan::{Placement, TargetSpace};
+use reblock_sim::Mapper;
+use rustc_hash::FxHashMap;
+
+use crate::EvalError;
+
+/// The copy I/O of one reconfiguration, in issue order, and what it moved.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CopyIo {
+    /// Physical device requests: each copy's reads, then its writes (seed 000 §4.4).
+    pub requests: Vec<DevRequest>,
+    /// Pages copied by the plan diff (incoming, relocated, evicted).
+    pub diff_pages: u64,
+    /// Pages copied home to empty the write buffer.
+    pub destage_pages: u64,
+    pub bytes_moved: u64,
+}
+
+/// Where pages live for one policy.
+#[derive(Clone, Debug)]
+pub enum Layout {
+    Home(Geometry),
+    Bopt(Indirector),
+    Permuted(Permuted),
+}
+
+/// Data-area pages moved within the data area: page -> page it now lives in.
+#[derive(Clone, Debug)]
+pub struct Permuted {
+    geo: Geometry,
+    location: FxHashMap<u64, u64>,
+}
+
+impl Layout {
+    /// The layout `policy` starts from: empty BOPT, nothing moved (phase N0).
+    pub fn empty(policy: &str, geo: Geometry) -> Result<Layout, EvalError> {
+        Ok(match policy {
+            "vanilla" => Layout::Home(geo),
+            "dlr-frag" => Layout::Permuted(Permuted {
+                geo,
+                location: FxHashMap::default(),
+            }),
+            _ => Layout::Bopt(
+                Indirector::new(geo).map_err(|e| EvalError::Setup(format!("BOPT map: {e}")))?,
+            ),
+        })
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        match self {
+            Layout::Home(g) => g,
+            Layout::Bopt(ind) => ind.geometry(),
+            Layout::Permuted(p) => &p.geo,
+        }
+    }
+
+    /// Appends the device requests serving `req` (FS sectors) to `out`; true when every
+    /// one of them is served from the optimized layout (a BOPT hit, or relocated pages).
+    ///
+    /// `guarded` (seed 001 §5.2.2): behave as the plain layout as far as correctness
+    /// allows — reads go home except dirty pages (the indirector's Guard mode) and writes
+    /// absorb nothing new (its Detaching mode), so the write buffer stops pulling writes
+    /// away from home; writes to mapped pages still go to their slots, which must stay
+    /// current. Layouts without a second copy have nothing to guard.
+    pub fn map(
+        &mut self,
+        req: &DevRequest,
+        out: &mut Vec<DevRequest>,
+        phys: &mut Vec<PhysIo>,
+        guarded: bool,
+    ) -> bool {
+        match self {
+            Layout::Home(g) => {
+                home_extents(g, req, out);
+                false
+            }
+            Layout::Bopt(ind) => {
+                ind.set_mode(match (guarded, req.write) {
+                    (false, _) => Mode::Normal,
+                    (true, false) => Mode::Guard,
+                    (true, true) => Mode::Detaching,
+                });
+                let io = IoRequest {
+                    op: if req.write { Op::Write } else { Op::Read },
+                    sector: req.sector,
+                    sectors: u64::from(req.sectors),
+                };
+                ind.indirect(io, phys)
+                    .expect("requests are folded into the data area before replay");
+                out.extend(phys.iter().map(|p| DevRequest {
+                    sector: p.device_sector,
+                    sectors: p.sectors as u32,
+                    write: req.write,
+                }));
+                !phys.is_empty() && phys.iter().all(|p| p.region == Region::Bopt)
+            }
+            Layout::Permuted(p) => p.map(req, out),
+        }
+    }
+
+    /// Turns the layout into `placement`'s: returns the copy I/O and applies the map
+    /// effect. The caller replays the I/O as the reconfiguration phase.
+    pub fn reconfigure(&mut self, placement: &Placement) -> Result<CopyIo, EvalError> {
+        match self {
+            Layout::Home(_) => Ok(CopyIo::default()),
+            Layout::Bopt(ind) => reconfigure_bopt(ind, placement),
+            Layout::Permuted(p) => Ok(p.reconfigure(placement)),
+        }
+    }
+}
+
+fn home_extents(g: &Geometry, req: &DevRequest, out: &mut Vec<DevRequest>) {
+    for (e, _) in g.data_extents(req.sector, u64::from(req.sectors)) {
+        out.push(DevRequest {
+            sector: e.start_sector,
+            sectors: e.sectors as u32,
+            write: req.write,
+        });
+    }
+}
+
+/// The layout crate's plan for a read-cache placement.
+pub fn to_layout_plan(placement: &Placement) -> Plan {
+    let mut plan = Plan::new(placement.page_sectors, &placement.policy);
+    for r in &placement.ranges {
+        plan.push(r.fs_page, r.pages, r.target);
+    }
+    plan
+}
+
+/// Diff, then empty the write buffer: every step's reads and writes, applied in order.
+fn reconfigure_bopt(ind: &mut Indirector, placement: &Placement) -> Result<CopyIo, EvalError> {
+    if placement.space != TargetSpace::ReadCache {
+        return Err(EvalError::Setup(format!(
+            "policy {} places into the data area; it needs the permuted layout",
+            placement.policy
+        )));
+    }
+    let plan = to_layout_plan(placement);
+    let rec = diff(&plan, ind, DiffOptions::default())
+        .map_err(|e| EvalError::Setup(format!("plan of {}: {e}", placement.policy)))?;
+    let mut io = CopyIo::default();
+    for step in &rec.steps {
+        io.diff_pages += run_step(ind, step, &mut io.requests)?;
+    }
+    // Seed 000 §3.3: the write buffer is cleaned at reconfiguration, so the next phase
+    // can absorb writes again (otherwise Algorithm 5 line 12 sends them all home).
+    loop {
+        let steps = ind.destage_oldest(DiffOptions::default().max_copy_pages);
+        if steps.is_empty() {
+            break;
+        }
+        for step in &steps {
+            io.destage_pages += run_step(ind, step, &mut io.requests)?;
+        }
+    }
+    io.bytes_moved = (io.diff_pages + io.destage_pages) * ind.geometry().page.bytes();
+    debug_assert_eq!(
+        io.diff_pages * ind.geometry().page.bytes(),
+        rec.stats.bytes_moved
+    );
+    Ok(io)
+}
+
+/// Emits one step's reads then writes and applies it; returns the pages it copied.
+fn run_step(
+    ind: &mut Indirector,
+    step: &Step,
+    out: &mut Vec<DevRequest>,
+) -> Result<u64, EvalError> {
+    let g = *ind.geometry();
+    let mut pages = 0;
+    if let Step::Copy(op) = step {
+        for (run, write) in [(op.src, false), (op.dst, true)] {
+            for e in run.device_extents(&g) {
+                out.push(DevRequest {
+                    sector: e.start_sector,
+                    sectors: e.sectors as u32,
+                    write,
+                });
+            }
+        }
+        pages = op.pages();
+    }
+    ind.apply(step)
+        .map_err(|e| EvalError::Setup(format!("reconfiguration step refused: {e}")))?;
+    Ok(pages)
+}
+
+impl Permuted {
+    fn loc(&self, page: u64) -> u64 {
+        self.location.get(&page).copied().unwrap_or(page)
+    }
+
+    fn map(&self, req: &DevRequest, out: &mut Vec<DevRequest>) -> bool {
+        let ps = self.geo.page.sectors();
+        let start = out.len();
+        let mut all_moved = true;
+        for piece in self.geo.page.split(req.sector, u64::from(req.sectors)) {
+            let loc = self.loc(piece.page);
+            all_moved &= loc != piece.page;
+            let sector = self
+                .geo
+                .data_sector(loc * ps + u64::from(piece.offset_sectors));
+            match out[start..].last_mut() {
+                Some(last) if last.sector + u64::from(last.sectors) == sector => {
+                    last.sectors += piece.sectors;
+                }
+                _ => out.push(DevRequest {
+                    sector,
+                    sectors: piece.sectors,
+                    write: req.write,
+                }),
+            }
+        }
+        all_moved && out.len() > start
+    }
+
+    /// Every page whose location changes is read where it is and written where it goes;
+    /// all reads come first (the permutation may move a page onto one not yet read).
+    fn reconfigure(&mut self, placement: &Placement) -> CopyIo {
+        let mut next: FxHashMap<u64, u64> = FxHashMap::default();
+        for (page, target) in placement.page_pairs() {
+            if page != target {
+                next.insert(page, target);
+            }
+        }
+        let mut moves: Vec<(u64, u64)> = self
+            .location
+            .keys()
+            .chain(next.keys())
+            .map(|&p| (self.loc(p), next.get(&p).copied().unwrap_or(p)))
+            .filter(|(from, to)| from != to)
+            .collect();
+        moves.sort_unstable();
+        moves.dedup();
+        let runs = coalesce_moves(&moves);
+        let ps = self.geo.page.sectors();
+        let mut io = CopyIo::default();
+        for write in [false, true] {
+            for &(from, to, n) in &runs {
+                let first = if write { to } else { from };
+                let req = DevRequest {
+                    sector: first * ps,
+                    sectors: (n * ps) as u32,
+                    write,
+                };
+                home_extents(&self.geo, &req, &mut io.requests);
+            }
+        }
+        io.diff_pages = moves.len() as u64;
+        io.bytes_moved = io.diff_pages * self.geo.page.bytes();
+        self.location = next;
+        io
+    }
+}
+
+/// Page moves sorted by source merged into runs (from, to, pages) of at most 256 pages.
+fn coalesce_moves(moves: &[(u64, u64)]) -> Vec<(u64, u64, u64)> {
+    let mut runs: Vec<(u64, u64, u64)> = Vec::new();
+    for &(from, to) in moves {
+        match runs.last_mut() {
+            Some(r) if r.0 + r.2 == from && r.1 + r.2 == to && r.2 < 256 => r.2 += 1,
+            _ => runs.push((from, to, 1)),
+        }
+    }
+    runs
+}
+
+/// The live layout of one replay plus its hit counters, shared between the replay's
+/// [`Mapper`] and the phase driver (which reads the counters and sets the guard's mode).
+#[derive(Debug)]
+pub struct Cell {
+    pub layout: Layout,
+    /// The guard's state for the requests mapped from now on.
+    pub guarded: bool,
+    pub requests: u64,
+    pub hits: u64,
+    phys: Vec<PhysIo>,
+}
+
+pub type Shared = Arc<Mutex<Cell>>;
+
+pub fn share(layout: Layout) -> Shared {
+    Arc::new(Mutex::new(Cell {
+        layout,
+        guarded: false,
+        requests: 0,
+        hits: 0,
+        phys: Vec::new(),
+    }))
+}
+
+/// The sim's mapper hook over a shared layout.
+pub struct SharedMapper(pub Shared);
+
+impl Mapper for SharedMapper {
+    fn map(&mut self, req: &DevRequest, out: &mut Vec<DevRequest>) {
+        let mut cell = self.0.lock().expect("layout lock");
+        let Cell {
+            layout,
+            phys,
+            guarded,
+            ..
+        } = &mut *cell;
+        let hit = layout.map(req, out, phys, *guarded);
+        cell.requests += 1;
+        cell.hits += u64::from(hit);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reblock_layout::{BoptConfig, BoptPosition};
+    use reblock_plan::PlacedRange;
+
+    fn geo() -> Geometry {
+        Geometry::new(&BoptConfig {
+            page_sectors: 8,
+            data_sectors: 8 * 100,
+            bopt_pages: 16,
+            segment_pages: 4,
+            write_buffer_fraction: 0.25,
+            position: BoptPosition::End,
+            meta_sectors: 0,
+        })
+        .unwrap()
+    }
+
+    fn placement(space: TargetSpace, ranges: &[(u64, u64, u64)]) -> Placement {
+        Placement {
+            policy: "t".into(),
+            page_sectors: 8,
+            space,
+            ranges: ranges
+                .iter()
+                .map(|&(fs_page, pages, target)| PlacedRange {
+                    fs_page,
+                    pages,
+                    target,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn bopt_reconfiguration_copies_each_incoming_page_once() {
+        let mut l = Layout::empty("borg", geo()).unwrap();
+        // Pages 10, 11 to slots 0, 1 and page 50 to slot 2: two runs read then written.
+        let io = l
+            .reconfigure(&placement(
+                TargetSpace::ReadCache,
+                &[(10, 2, 0), (50, 1, 2)],
+            ))
+            .unwrap();
+        assert_eq!(io.diff_pages, 3);
+        assert_eq!(io.bytes_moved, 3 * 4096);
+        // BOPT at the end: slot s is at device sector 800 + 8 s.
+        assert_eq!(
+            io.requests,
+            vec![
+                DevRequest {
+                    sector: 80,
+                    sectors: 16,
+                    write: false
+                },
+                DevRequest {
+                    sector: 800,
+                    sectors: 16,
+                    write: true
+                },
+                DevRequest {
+                    sector: 400,
+                    sectors: 8,
+                    write: false
+                },
+                DevRequest {
+                    sector: 816,
+                    sectors: 8,
+                    write: true
+                },
+            ]
+        );
+        let (mut out, mut phys) = (Vec::new(), Vec::new());
+        let hit = l.map(
+            &DevRequest {
+                sector: 80,
+                sectors: 16,
+                write: false,
+            },
+            &mut out,
+            &mut phys,
+            false,
+        );
+        assert!(hit);
+        assert_eq!(
+            out,
+            vec![DevRequest {
+                sector: 800,
+                sectors: 16,
+                write: false
+            }]
+        );
+    }
+
+    #[test]
+    fn permutation_moves_pages_and_back() {
+        let mut l = Layout::empty("dlr-frag", geo()).unwrap();
+        // Swap pages 3 and 7.
+        let io = l
+            .reconfigure(&placement(TargetSpace::DataArea, &[(7, 1, 3), (3, 1, 7)]))
+            .unwrap();
+        assert_eq!(io.diff_pages, 2);
+        assert_eq!(io.requests.iter().filter(|r| r.write).count(), 2);
+        let (mut out, mut phys) = (Vec::new(), Vec::new());
+        assert!(l.map(
+            &DevRequest {
+                sector: 56,
+                sectors: 8,
+                write: false
+            },
+            &mut out,
+            &mut phys,
+            false
+        ));
+        assert_eq!(
+            out,
+            vec![DevRequest {
+                sector: 24,
+                sectors: 8,
+                write: false
+            }]
+        );
+        // An empty plan moves both home again.
+        let io = l
+            .reconfigure(&placement(TargetSpace::DataArea, &[]))
+            .unwrap();
+        assert_eq!(io.diff_pages, 2);
+        out.clear();
+        assert!(!l.map(
+            &DevRequest {
+                sector: 56,
+                sectors: 8,
+                write: false
+            },
+            &mut out,
+            &mut phys,
+            false
+        ));
+        assert_eq!(out[0].sector, 56);
+    }
+}

@@ -1,0 +1,104 @@
+//! Offline evaluation of layout policies (seed 000 §6): each policy replays the trace on a
+//! modelled device with periodic reconfiguration — normal phases N_i at the trace's pace
+//! sped up, reconfiguration phases R_i holding the copy I/O at speed 1 — and the busy
+//! time, response time, BOPT hit rate, data moved, sequentiality and seek distance of each
+//! phase are reported. Beyond the seeds: the degradation guard of seed 001 §5.2.2,
+//! reconfiguration on idle time or on a falling hit rate, and sensitivity sweeps (§6.5).
+//!
+//! The layout decisions are the layout crate's (the indirector, plan diffs) and the plan
+//! crate's (graphs, policies); the device models and replay are the device and sim
+//! crates'. This crate only sequences them and accounts.
+
+pub mod config;
+pub mod html;
+pub mod layout;
+pub mod planner;
+pub mod replay;
+pub mod results;
+pub mod run;
+pub mod sweep;
+pub mod workload;
+
+use std::collections::BTreeMap;
+
+pub use config::{BoptAt, DataArea, EvalConfig, Interval, ParamError, Training, Trigger};
+pub use results::{Evaluation, GeometrySummary, PhaseKind, PhaseResult, PolicyResult, SweepRun};
+pub use sweep::Sweep;
+
+use reblock_trace::Request;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error(transparent)]
+    Param(#[from] ParamError),
+    #[error("{0}")]
+    Setup(String),
+    #[error(transparent)]
+    Device(reblock_device::SpecError),
+    #[error("replay: {0}")]
+    Sim(#[from] reblock_sim::SimError),
+}
+
+/// Progress events: (point label, policy, phase name).
+pub type Progress<'a> = &'a mut dyn FnMut(&str, &str, &str);
+
+/// Every policy of `cfg` at one parameter point, and the geometry it used.
+pub fn evaluate_point(
+    requests: &[Request],
+    cfg: &EvalConfig,
+    label: &str,
+    progress: Progress,
+) -> Result<(BTreeMap<String, PolicyResult>, GeometrySummary), EvalError> {
+    cfg.validate()?;
+    let capacity = reblock_device::parse_spec(&cfg.device)
+        .map_err(EvalError::Device)?
+        .array
+        .capacity_sectors();
+    let w = workload::prepare(requests, cfg, capacity)?;
+    let runner = run::Runner::new(cfg, &w);
+    let mut out = BTreeMap::new();
+    for p in &cfg.policies {
+        let r = runner.policy(p, &mut |phase| progress(label, p, phase))?;
+        out.insert(p.clone(), r);
+    }
+    results::relate_to_vanilla(&mut out);
+    Ok((out, w.summary))
+}
+
+/// The base run and, with a sweep, one run per sweep point.
+pub fn evaluate(
+    requests: &[Request],
+    trace: &str,
+    cfg: &EvalConfig,
+    sweep: Option<&Sweep>,
+    progress: Progress,
+) -> Result<Evaluation, EvalError> {
+    if requests.is_empty() {
+        return Err(EvalError::Setup(format!(
+            "{trace}: the trace holds no requests"
+        )));
+    }
+    let (policies, geometry) = evaluate_point(requests, cfg, "base", progress)?;
+    let mut runs = Vec::new();
+    for (param, values) in sweep.map(|s| s.points.as_slice()).unwrap_or(&[]) {
+        for v in values {
+            let point = sweep::apply(cfg, param, v)?;
+            let label = format!("{param}={v}");
+            let (policies, _) = evaluate_point(requests, &point, &label, progress)?;
+            runs.push(SweepRun {
+                parameter: param.clone(),
+                value: v.clone(),
+                policies,
+            });
+        }
+    }
+    Ok(Evaluation {
+        trace: trace.to_string(),
+        requests: requests.len() as u64,
+        config: serde_json::to_value(cfg).expect("the config serializes"),
+        geometry,
+        policy_order: cfg.policies.clone(),
+        policies,
+        runs,
+    })
+}

@@ -1,0 +1,141 @@
+//! Replays one phase on fresh devices of the configured spec: a normal phase's requests
+//! through a policy's layout (the sim's [`Mapper`] hook), or a reconfiguration's copy I/O
+//! as physical requests at speed 1 (seed 000 §6.1: "reverted to 1X during each
+//! reconfiguration").
+
+use reblock_device::DevRequest;
+use reblock_sim::{
+    Config, IterSource, Pacing, Phase, Replay, SimError, Source, Submission, Summary,
+};
+use reblock_trace::Request;
+
+use crate::layout::{share, Layout, Shared, SharedMapper};
+use crate::EvalError;
+
+/// What one replay measured, plus the layout's hit counts.
+#[derive(Clone, Debug, Default)]
+pub struct Measured {
+    pub summary: Summary,
+    pub requests: u64,
+    pub hits: u64,
+}
+
+fn sim_config(speed: f64) -> Config {
+    Config {
+        pacing: Pacing::Open { speed },
+        ..Config::default()
+    }
+}
+
+fn run(
+    device: &str,
+    speed: f64,
+    source: &mut dyn Source,
+    mapper: Option<Shared>,
+) -> Result<Summary, EvalError> {
+    let built = reblock_device::parse_spec(device).map_err(EvalError::Device)?;
+    let mut replay = Replay::new(built.array, built.members, sim_config(speed))?;
+    if let Some(m) = mapper {
+        replay = replay.with_mapper(Box::new(SharedMapper(m)));
+    }
+    Ok(replay.run(source, &mut ())?.overall)
+}
+
+/// The workload's requests `reqs` through `layout` (which they change: absorbed writes),
+/// guarded or not per epoch of `epoch` requests as `guarded` says (none: never).
+pub fn normal(
+    device: &str,
+    speed: f64,
+    reqs: &[Request],
+    first_number: u64,
+    layout: Shared,
+    guarded: &[bool],
+    epoch: usize,
+) -> Result<Measured, EvalError> {
+    {
+        let mut cell = layout.lock().expect("layout lock");
+        cell.requests = 0;
+        cell.hits = 0;
+        cell.guarded = false;
+    }
+    let mut source = PhaseSource {
+        reqs,
+        next: 0,
+        first_number,
+        layout: layout.clone(),
+        guarded,
+        epoch: epoch.max(1),
+    };
+    let summary = run(device, speed, &mut source, Some(layout.clone()))?;
+    let cell = layout.lock().expect("layout lock");
+    Ok(Measured {
+        summary,
+        requests: cell.requests,
+        hits: cell.hits,
+    })
+}
+
+/// Busy seconds of `reqs` on `layout` unguarded (the guard's shadow replays).
+pub fn shadow(
+    device: &str,
+    speed: f64,
+    reqs: &[Request],
+    layout: Layout,
+) -> Result<f64, EvalError> {
+    let m = normal(device, speed, reqs, 1, share(layout), &[], 1)?;
+    Ok(m.summary.busy_time_s)
+}
+
+/// The copy I/O of a reconfiguration, all issued at once at speed 1, in order.
+pub fn copies(device: &str, requests: &[DevRequest]) -> Result<Summary, EvalError> {
+    if requests.is_empty() {
+        return Ok(Summary::default());
+    }
+    let subs = requests.iter().enumerate().map(|(i, r)| Submission {
+        number: i as u64 + 1,
+        ts_ns: 0,
+        req: *r,
+        device: 0,
+        phase: Phase::Reconfiguration,
+        physical: true,
+    });
+    run(device, 1.0, &mut IterSource(subs), None)
+}
+
+/// A normal phase's requests as submissions; sets the guard at each epoch. Replay pulls
+/// a submission only after admitting (mapping) the one before, so the guard set here
+/// applies exactly from this request on.
+struct PhaseSource<'a> {
+    reqs: &'a [Request],
+    next: usize,
+    first_number: u64,
+    layout: Shared,
+    guarded: &'a [bool],
+    epoch: usize,
+}
+
+impl Source for PhaseSource<'_> {
+    fn next_submission(&mut self) -> Result<Option<Submission>, SimError> {
+        let Some(r) = self.reqs.get(self.next) else {
+            return Ok(None);
+        };
+        if self.next.is_multiple_of(self.epoch) {
+            if let Some(&g) = self.guarded.get(self.next / self.epoch) {
+                self.layout.lock().expect("layout lock").guarded = g;
+            }
+        }
+        self.next += 1;
+        Ok(Some(Submission {
+            number: self.first_number + self.next as u64 - 1,
+            ts_ns: r.ts_ns,
+            req: DevRequest {
+                sector: r.sector,
+                sectors: r.sectors,
+                write: r.op.is_write(),
+            },
+            device: r.device,
+            phase: Phase::Normal,
+            physical: false,
+        }))
+    }
+}

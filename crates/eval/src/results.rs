@@ -1,0 +1,201 @@
+//! The JSON contract of `reblock evaluate --json` (kept here so later tools, such as the
+//! parallel-array optimizer, read and write the same shape).
+//!
+//! One [`Evaluation`]: `policies` maps each policy name to a [`PolicyResult`]; with a
+//! sweep, `runs` holds one [`SweepRun`] per parameter point, each with its own
+//! `policies` map. Normal-phase figures are the workload's own requests; reconfiguration
+//! phases (seed 000 §6: R_i) hold only the copy I/O.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::planner::PlanCost;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PhaseKind {
+    Normal,
+    Reconfig,
+}
+
+/// One phase: N_i (normal) or R_i (reconfiguration).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PhaseResult {
+    /// "N0", "R1", "N1", ...
+    pub name: String,
+    pub kind: PhaseKind,
+    /// Device busy time (sum of service times, idle excluded).
+    pub busy_time_s: f64,
+    /// Logical requests: the workload's (normal) or the copy I/Os (reconfiguration).
+    pub requests: u64,
+    pub reads: u64,
+    pub writes: u64,
+    /// Device I/Os after splitting and merging.
+    pub ios: u64,
+    /// Fraction of requests served entirely by the optimized layout (normal phases).
+    pub hit_rate: f64,
+    pub mean_response_ms: f64,
+    pub read_mean_response_ms: Option<f64>,
+    pub write_mean_response_ms: Option<f64>,
+    pub non_sequential_fraction: f64,
+    pub mean_seek_cylinders: f64,
+    /// Bytes copied (reconfiguration phases).
+    pub bytes_moved: u64,
+    /// Pages copied by the plan diff, and to empty the write buffer.
+    pub diff_pages: u64,
+    pub destage_pages: u64,
+    /// The plan made for this reconfiguration.
+    pub plan: Option<PlanCost>,
+    /// Index range of the trace's requests in this normal phase.
+    pub first_request: u64,
+    pub end_request: u64,
+    /// Guard epochs in this phase and how many of them ran guarded (seed 001 §5.2.2).
+    pub guard_epochs: u64,
+    pub guarded_epochs: u64,
+}
+
+/// One policy's run over the whole trace.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PolicyResult {
+    /// normal + reconfig.
+    pub busy_time_s: f64,
+    pub normal_busy_time_s: f64,
+    pub reconfig_busy_time_s: f64,
+    /// Normal-phase busy time over vanilla's (when vanilla was evaluated too).
+    pub normal_busy_vs_vanilla: Option<f64>,
+    /// Over the normal phases' requests.
+    pub mean_response_ms: f64,
+    pub read_mean_response_ms: Option<f64>,
+    pub write_mean_response_ms: Option<f64>,
+    pub hit_rate: f64,
+    pub bytes_moved: u64,
+    /// Over the normal phases' device I/Os.
+    pub non_sequential_fraction: f64,
+    pub mean_seek_cylinders: f64,
+    pub reconfigurations: u64,
+    pub planning_cpu_s: f64,
+    pub planning_peak_graph_bytes: u64,
+    pub guarded_epochs: u64,
+    pub phases: Vec<PhaseResult>,
+}
+
+impl PolicyResult {
+    /// Totals over the phases.
+    pub fn from_phases(phases: Vec<PhaseResult>) -> PolicyResult {
+        let normal: Vec<&PhaseResult> = phases
+            .iter()
+            .filter(|p| p.kind == PhaseKind::Normal)
+            .collect();
+        let sum = |f: fn(&PhaseResult) -> f64, kind| {
+            phases.iter().filter(|p| p.kind == kind).map(f).sum::<f64>()
+        };
+        let normal_busy = sum(|p| p.busy_time_s, PhaseKind::Normal);
+        let reconfig_busy = sum(|p| p.busy_time_s, PhaseKind::Reconfig);
+        let requests: u64 = normal.iter().map(|p| p.requests).sum();
+        let ios: u64 = normal.iter().map(|p| p.ios).sum();
+        let by = |w: fn(&PhaseResult) -> f64, v: fn(&PhaseResult) -> f64| {
+            weighted(normal.iter().map(|p| (w(p), v(p))))
+        };
+        let opt_by = |w: fn(&PhaseResult) -> u64, v: fn(&PhaseResult) -> Option<f64>| {
+            let pts: Vec<(f64, f64)> = normal
+                .iter()
+                .filter_map(|p| v(p).map(|x| (w(p) as f64, x)))
+                .collect();
+            (!pts.is_empty()).then(|| weighted(pts.into_iter()))
+        };
+        let plans: Vec<&PlanCost> = phases.iter().filter_map(|p| p.plan.as_ref()).collect();
+        PolicyResult {
+            busy_time_s: normal_busy + reconfig_busy,
+            normal_busy_time_s: normal_busy,
+            reconfig_busy_time_s: reconfig_busy,
+            normal_busy_vs_vanilla: None,
+            mean_response_ms: by(|p| p.requests as f64, |p| p.mean_response_ms),
+            read_mean_response_ms: opt_by(|p| p.reads, |p| p.read_mean_response_ms),
+            write_mean_response_ms: opt_by(|p| p.writes, |p| p.write_mean_response_ms),
+            hit_rate: if requests == 0 {
+                0.0
+            } else {
+                by(|p| p.requests as f64, |p| p.hit_rate)
+            },
+            bytes_moved: phases.iter().map(|p| p.bytes_moved).sum(),
+            non_sequential_fraction: by(|p| p.ios as f64, |p| p.non_sequential_fraction),
+            mean_seek_cylinders: if ios == 0 {
+                0.0
+            } else {
+                by(|p| p.ios as f64, |p| p.mean_seek_cylinders)
+            },
+            reconfigurations: phases
+                .iter()
+                .filter(|p| p.kind == PhaseKind::Reconfig)
+                .count() as u64,
+            planning_cpu_s: plans.iter().map(|c| c.cpu_s).sum::<f64>() + 0.0,
+            planning_peak_graph_bytes: plans.iter().map(|c| c.graph_bytes).max().unwrap_or(0),
+            guarded_epochs: phases.iter().map(|p| p.guarded_epochs).sum(),
+            phases,
+        }
+    }
+}
+
+/// Weighted mean of (weight, value) pairs; 0 without weight.
+fn weighted(pts: impl Iterator<Item = (f64, f64)>) -> f64 {
+    let (mut w, mut s) = (0.0, 0.0);
+    for (wi, v) in pts {
+        w += wi;
+        s += wi * v;
+    }
+    if w > 0.0 {
+        s / w
+    } else {
+        0.0
+    }
+}
+
+/// One point of a sensitivity sweep (seed 000 §6.5): one parameter changed from the base.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepRun {
+    /// `bopt-size`, `write-buffer` or `interval`.
+    pub parameter: String,
+    pub value: String,
+    pub policies: BTreeMap<String, PolicyResult>,
+}
+
+/// The whole output of one evaluation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    pub trace: String,
+    pub requests: u64,
+    /// The parameters of the base run, as given.
+    pub config: serde_json::Value,
+    /// Sizes the run derived: data area, BOPT, read cache and write buffer in pages.
+    pub geometry: GeometrySummary,
+    /// Policies in the order they were asked for.
+    pub policy_order: Vec<String>,
+    pub policies: BTreeMap<String, PolicyResult>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<SweepRun>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GeometrySummary {
+    pub device_capacity_sectors: u64,
+    pub data_sectors: u64,
+    pub page_bytes: u64,
+    pub bopt_pages: u64,
+    pub read_cache_pages: u64,
+    pub write_buffer_pages: u64,
+    pub segment_pages: u64,
+    pub bopt_start_sector: u64,
+    /// Requests whose address was folded into the data area (--wrap).
+    pub wrapped_requests: u64,
+}
+
+/// Fills `normal_busy_vs_vanilla` for every policy when vanilla is present.
+pub fn relate_to_vanilla(policies: &mut BTreeMap<String, PolicyResult>) {
+    let Some(base) = policies.get("vanilla").map(|v| v.normal_busy_time_s) else {
+        return;
+    };
+    for r in policies.values_mut() {
+        r.normal_busy_vs_vanilla = (base > 0.0).then(|| r.normal_busy_time_s / base);
+    }
+}

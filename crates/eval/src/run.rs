@@ -1,0 +1,346 @@
+//! One policy's run over the trace with periodic reconfiguration (seed 000 §6):
+//! N0 (empty BOPT), then at each boundary plan from the training data, diff against the
+//! current map, replay the copies as R_i at speed 1, and replay N_i through the
+//! indirector. With the guard (seed 001 §5.2.2) each normal phase is cut into epochs; an
+//! epoch runs guarded (reads home except dirty pages, no new write absorbed) when it is
+//! the phase's first or when in the epoch before the layout was slower than the plain
+//! layout on a shadow replay.
+
+use std::cell::RefCell;
+
+use reblock_plan::{Placement, PlanParams, TargetSpace};
+use reblock_trace::Request;
+use rustc_hash::FxHashMap;
+
+use crate::config::{EvalConfig, Interval, Training, Trigger};
+use crate::layout::{share, CopyIo, Layout};
+use crate::planner::{self, PlanCost};
+use crate::replay::{self, Measured};
+use crate::results::{PhaseKind, PhaseResult, PolicyResult};
+use crate::workload::Workload;
+use crate::EvalError;
+
+/// Guard epochs of the previous phase replayed to judge a new layout before it serves.
+const PREDICT_EPOCHS: usize = 4;
+
+/// The state shared by every policy of one evaluation point.
+pub struct Runner<'a> {
+    cfg: &'a EvalConfig,
+    w: &'a Workload,
+    t0_ns: u64,
+    span_ns: u64,
+    /// Busy seconds of the plain layout per request range: the guard's shadow baseline
+    /// is the same for every policy.
+    vanilla_busy: RefCell<FxHashMap<(usize, usize), f64>>,
+}
+
+impl<'a> Runner<'a> {
+    pub fn new(cfg: &'a EvalConfig, w: &'a Workload) -> Runner<'a> {
+        let ts = w.requests.iter().map(|r| r.ts_ns);
+        let t0_ns = ts.clone().min().unwrap_or(0);
+        let t1_ns = ts.max().unwrap_or(0);
+        Runner {
+            cfg,
+            w,
+            t0_ns,
+            span_ns: cfg.interval.span_ns(t1_ns - t0_ns),
+            vanilla_busy: RefCell::new(FxHashMap::default()),
+        }
+    }
+
+    fn params(&self) -> PlanParams {
+        PlanParams {
+            page_sectors: std::num::NonZeroU32::new(self.cfg.page_sectors)
+                .expect("validated: page size is not zero"),
+            read_cache_pages: Some(u64::from(self.w.geo.read_cache_pages)),
+            min_edge_weight: self.cfg.min_edge_weight,
+            k_window: 0,
+        }
+    }
+
+    /// Runs `policy` over the whole trace; `progress` hears each phase's name.
+    pub fn policy(
+        &self,
+        policy: &str,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<PolicyResult, EvalError> {
+        let reqs = &self.w.requests;
+        let mut layout = Layout::empty(policy, self.w.geo)?;
+        let (mut phases, mut start, mut i) = (Vec::new(), 0, 0);
+        while start < reqs.len() {
+            let end = self.phase_end(start, &layout, i == 0);
+            progress(&format!("N{i}"));
+            let epoch = self.epoch_for(end - start);
+            let guarded = self.guard_epochs(&layout, start, end, epoch)?;
+            let shared = share(layout);
+            let m = replay::normal(
+                &self.cfg.device,
+                self.cfg.speed,
+                &reqs[start..end],
+                start as u64 + 1,
+                shared.clone(),
+                &guarded,
+                epoch,
+            )?;
+            layout = take(&shared);
+            phases.push(self.normal_phase(i, &m, start, end, &guarded));
+            if end == reqs.len() {
+                break;
+            }
+            i += 1;
+            progress(&format!("R{i}"));
+            let train = match self.cfg.training {
+                Training::Cumulative => &reqs[..end],
+                Training::Partial => &reqs[start..end],
+            };
+            let tail = &reqs[end.saturating_sub(PREDICT_EPOCHS * self.epoch()).max(start)..end];
+            let (io, cost) = self.reconfigure(policy, &mut layout, train, tail)?;
+            let s = replay::copies(&self.cfg.device, &io.requests)?;
+            phases.push(reconfig_phase(i, s, &io, cost));
+            start = end;
+        }
+        Ok(PolicyResult::from_phases(phases))
+    }
+
+    fn epoch(&self) -> usize {
+        self.cfg.guard_epoch_requests
+    }
+
+    /// Guard epoch for a phase of `len` requests: at most the configured one, and short
+    /// enough that a phase has about 16 (its first, always guarded, costs little), but
+    /// never below 32 requests (a shadow replay of fewer says little).
+    fn epoch_for(&self, len: usize) -> usize {
+        self.epoch().min((len / 16).max(32))
+    }
+
+    /// Where the normal phase starting at `start` ends (exclusive).
+    fn phase_end(&self, start: usize, layout: &Layout, first: bool) -> usize {
+        match self.cfg.trigger {
+            Trigger::Interval => self.interval_end(start),
+            Trigger::Idle { gap_ns } => self.idle_end(start, gap_ns),
+            Trigger::HitRate { .. } if first => self.interval_end(start),
+            Trigger::HitRate { drop } => self.hit_rate_end(start, layout.clone(), drop),
+        }
+    }
+
+    /// The first request at or past the next boundary `t0 + k * span`: boundaries are
+    /// fixed in trace time, and an interval without requests is skipped.
+    fn interval_end(&self, start: usize) -> usize {
+        let reqs = &self.w.requests;
+        let k = reqs[start].ts_ns.saturating_sub(self.t0_ns) / self.span_ns + 1;
+        if let Interval::Count { reconfigurations } = self.cfg.interval {
+            // The last boundary falls on the last request: no phase after it.
+            if k > u64::from(reconfigurations) {
+                return reqs.len();
+            }
+        }
+        let boundary = self.t0_ns.saturating_add(k.saturating_mul(self.span_ns));
+        (start + 1..reqs.len())
+            .find(|&j| reqs[j].ts_ns >= boundary)
+            .unwrap_or(reqs.len())
+    }
+
+    /// The first arrival gap of at least `gap_ns` once half an interval has passed.
+    fn idle_end(&self, start: usize, gap_ns: u64) -> usize {
+        let reqs = &self.w.requests;
+        let not_before = reqs[start].ts_ns.saturating_add(self.span_ns / 2);
+        (start + 1..reqs.len())
+            .find(|&j| {
+                reqs[j].ts_ns >= not_before
+                    && reqs[j].ts_ns.saturating_sub(reqs[j - 1].ts_ns) >= gap_ns
+            })
+            .unwrap_or(reqs.len())
+    }
+
+    /// The start of the first window of requests whose hit rate is `drop` below the
+    /// phase's first window's. Mapping does not depend on timing, so a copy of the layout
+    /// walked over the requests sees exactly what the replay will.
+    fn hit_rate_end(&self, start: usize, mut layout: Layout, drop: f64) -> usize {
+        let reqs = &self.w.requests;
+        let win = self.epoch();
+        let (mut out, mut phys) = (Vec::new(), Vec::new());
+        let mut first_rate = None;
+        let mut j = start;
+        while j < reqs.len() {
+            let chunk = &reqs[j..(j + win).min(reqs.len())];
+            let mut hits = 0;
+            for r in chunk {
+                out.clear();
+                hits += u64::from(layout.map(&dev_request(r), &mut out, &mut phys, false));
+            }
+            let rate = hits as f64 / chunk.len() as f64;
+            match first_rate {
+                None => first_rate = Some(rate),
+                Some(r0) if rate < r0 - drop => return j,
+                Some(_) => {}
+            }
+            j += chunk.len();
+        }
+        reqs.len()
+    }
+
+    fn normal_phase(
+        &self,
+        i: usize,
+        m: &Measured,
+        start: usize,
+        end: usize,
+        guarded: &[bool],
+    ) -> PhaseResult {
+        let s = &m.summary;
+        debug_assert_eq!(m.requests, s.requests);
+        PhaseResult {
+            name: format!("N{i}"),
+            kind: PhaseKind::Normal,
+            busy_time_s: s.busy_time_s,
+            requests: s.requests,
+            reads: s.reads,
+            writes: s.writes,
+            ios: s.ios,
+            hit_rate: if m.requests == 0 {
+                0.0
+            } else {
+                m.hits as f64 / m.requests as f64
+            },
+            mean_response_ms: s.mean_response_ms,
+            read_mean_response_ms: s.read_mean_response_ms,
+            write_mean_response_ms: s.write_mean_response_ms,
+            non_sequential_fraction: s.non_sequential_fraction,
+            mean_seek_cylinders: s.mean_seek_cylinders,
+            bytes_moved: 0,
+            diff_pages: 0,
+            destage_pages: 0,
+            plan: None,
+            first_request: start as u64,
+            end_request: end as u64,
+            guard_epochs: guarded.len() as u64,
+            guarded_epochs: guarded.iter().filter(|&&g| g).count() as u64,
+        }
+    }
+
+    /// Plans from `train` and turns the layout into the plan. A permuted layout has no
+    /// guard mode (there is no second copy to fall back on), so with the guard its new
+    /// permutation must first beat the plain layout on the last requests, else every page
+    /// goes home.
+    fn reconfigure(
+        &self,
+        policy: &str,
+        layout: &mut Layout,
+        train: &[Request],
+        tail: &[Request],
+    ) -> Result<(CopyIo, Option<PlanCost>), EvalError> {
+        if matches!(layout, Layout::Home(_)) {
+            return Ok((CopyIo::default(), None));
+        }
+        let (mut placement, cost) = planner::plan(policy, train, &self.params())?;
+        if self.cfg.guard && matches!(layout, Layout::Permuted(_)) {
+            let mut trial = layout.clone();
+            trial.reconfigure(&placement)?;
+            if self.shadow_hurts(trial, tail)? {
+                placement = Placement {
+                    space: TargetSpace::DataArea,
+                    ranges: Vec::new(),
+                    ..placement
+                };
+            }
+        }
+        Ok((layout.reconfigure(&placement)?, Some(cost)))
+    }
+
+    /// True when `layout` serves `reqs` slower than the plain layout would.
+    fn shadow_hurts(&self, layout: Layout, reqs: &[Request]) -> Result<bool, EvalError> {
+        let busy = replay::shadow(&self.cfg.device, self.cfg.speed, reqs, layout)?;
+        Ok(busy > self.vanilla_busy_of(reqs)?)
+    }
+
+    fn vanilla_busy_of(&self, reqs: &[Request]) -> Result<f64, EvalError> {
+        let base = self.w.requests.as_ptr() as usize;
+        let key = (
+            (reqs.as_ptr() as usize - base) / std::mem::size_of::<Request>(),
+            reqs.len(),
+        );
+        if let Some(&b) = self.vanilla_busy.borrow().get(&key) {
+            return Ok(b);
+        }
+        let home = Layout::Home(self.w.geo);
+        let b = replay::shadow(&self.cfg.device, self.cfg.speed, reqs, home)?;
+        self.vanilla_busy.borrow_mut().insert(key, b);
+        Ok(b)
+    }
+
+    /// Whether each epoch of the phase `start .. end` runs guarded. The first one is:
+    /// a new layout must first prove itself. Each later one is guarded when, in the
+    /// epoch before, the layout unguarded (a shadow replay from the real map's state)
+    /// was slower than the plain layout. The real map's state is followed by mapping
+    /// alone, since where a request goes never depends on timing.
+    fn guard_epochs(
+        &self,
+        layout: &Layout,
+        start: usize,
+        end: usize,
+        epoch: usize,
+    ) -> Result<Vec<bool>, EvalError> {
+        if !self.cfg.guard || !matches!(layout, Layout::Bopt(_)) {
+            return Ok(Vec::new());
+        }
+        let chunks: Vec<&[Request]> = self.w.requests[start..end].chunks(epoch).collect();
+        let mut guarded = vec![true];
+        let mut real = layout.clone();
+        let (mut out, mut phys) = (Vec::new(), Vec::new());
+        for (k, chunk) in chunks[..chunks.len() - 1].iter().enumerate() {
+            let busy = replay::shadow(&self.cfg.device, self.cfg.speed, chunk, real.clone())?;
+            guarded.push(busy > self.vanilla_busy_of(chunk)?);
+            for r in *chunk {
+                out.clear();
+                real.map(&dev_request(r), &mut out, &mut phys, guarded[k]);
+            }
+        }
+        Ok(guarded)
+    }
+}
+
+fn dev_request(r: &Request) -> reblock_device::DevRequest {
+    reblock_device::DevRequest {
+        sector: r.sector,
+        sectors: r.sectors,
+        write: r.op.is_write(),
+    }
+}
+
+/// Takes the layout back out of a finished replay's shared cell.
+fn take(shared: &crate::layout::Shared) -> Layout {
+    let mut cell = shared.lock().expect("layout lock");
+    let geo = *cell.layout.geometry();
+    std::mem::replace(&mut cell.layout, Layout::Home(geo))
+}
+
+fn reconfig_phase(
+    i: usize,
+    s: reblock_sim::Summary,
+    io: &CopyIo,
+    cost: Option<PlanCost>,
+) -> PhaseResult {
+    PhaseResult {
+        name: format!("R{i}"),
+        kind: PhaseKind::Reconfig,
+        busy_time_s: s.busy_time_s,
+        requests: s.requests,
+        reads: s.reads,
+        writes: s.writes,
+        ios: s.ios,
+        hit_rate: 0.0,
+        mean_response_ms: s.mean_response_ms,
+        read_mean_response_ms: s.read_mean_response_ms,
+        write_mean_response_ms: s.write_mean_response_ms,
+        non_sequential_fraction: s.non_sequential_fraction,
+        mean_seek_cylinders: s.mean_seek_cylinders,
+        bytes_moved: io.bytes_moved,
+        diff_pages: io.diff_pages,
+        destage_pages: io.destage_pages,
+        plan: cost,
+        first_request: 0,
+        end_request: 0,
+        guard_epochs: 0,
+        guarded_epochs: 0,
+    }
+}

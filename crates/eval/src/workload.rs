@@ -1,0 +1,141 @@
+//! The device a run uses and the trace folded into its data area.
+//!
+//! The device holds the data area and the BOPT (same device, as in BORG, seed 000 §3.3).
+//! The data area is either the device's capacity minus the BOPT (`DataArea::Device`: the
+//! file system fills the disk) or the trace's address range (`DataArea::Trace`). A request
+//! past the data area is an error naming it, or with `wrap` is folded back modulo the data
+//! area (moved back whole when it straddles the end, as the simulator's --wrap does).
+
+use reblock_layout::{BoptConfig, BoptPosition, Geometry};
+use reblock_trace::Request;
+
+use crate::config::{BoptAt, DataArea, EvalConfig};
+use crate::results::GeometrySummary;
+use crate::EvalError;
+
+/// The trace ready to replay and the geometry it replays on.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    pub requests: Vec<Request>,
+    pub geo: Geometry,
+    pub summary: GeometrySummary,
+}
+
+/// Pages per segment: 256 (1 MiB) as the seed's segments, fewer for a small BOPT so the
+/// write-buffer fraction keeps a resolution of 1/64.
+fn segment_pages(bopt_pages: u64) -> u64 {
+    if bopt_pages >= 64 * 256 {
+        256
+    } else {
+        (bopt_pages / 64).max(1)
+    }
+}
+
+/// BOPT pages and segment pages for a BOPT of `bopt_size_bytes` (whole segments).
+pub fn bopt_pages(bopt_size_bytes: u64, page_sectors: u32) -> (u64, u64) {
+    let page_bytes = u64::from(page_sectors) * 512;
+    let seg = segment_pages(bopt_size_bytes / page_bytes);
+    (bopt_size_bytes / page_bytes / seg * seg, seg)
+}
+
+/// Sizes the data area and BOPT on a device of `capacity_sectors`, and folds requests.
+pub fn prepare(
+    requests: &[Request],
+    cfg: &EvalConfig,
+    capacity_sectors: u64,
+) -> Result<Workload, EvalError> {
+    let ps = u64::from(cfg.page_sectors);
+    let page_bytes = ps * 512;
+    let (bopt_pages, seg) = bopt_pages(cfg.bopt_size_bytes, cfg.page_sectors);
+    if bopt_pages == 0 {
+        return Err(EvalError::Setup(format!(
+            "bopt-size: {} bytes hold no {page_bytes}-byte page",
+            cfg.bopt_size_bytes
+        )));
+    }
+    let bopt_sectors = bopt_pages * ps;
+    if bopt_sectors >= capacity_sectors {
+        return Err(EvalError::Setup(format!(
+            "bopt-size: the BOPT ({bopt_sectors} sectors) does not fit on the device \
+             ({capacity_sectors} sectors)"
+        )));
+    }
+    let room = (capacity_sectors - bopt_sectors) / ps * ps;
+    let trace_end = requests.iter().map(|r| r.end_sector()).max().unwrap_or(0);
+    let data_sectors = match cfg.data_area {
+        DataArea::Device => room,
+        DataArea::Trace => trace_end.div_ceil(ps).max(1) * ps,
+    };
+    if data_sectors > room && !cfg.wrap {
+        return Err(EvalError::Setup(format!(
+            "the trace reaches sector {trace_end} but the device ({capacity_sectors} sectors) \
+             minus the BOPT ({bopt_sectors}) leaves {room}; use --wrap or a larger device"
+        )));
+    }
+    let data_sectors = data_sectors.min(room);
+    let position = match cfg.bopt_at {
+        BoptAt::Start => BoptPosition::Start,
+        BoptAt::Middle => BoptPosition::Middle,
+        BoptAt::End => BoptPosition::End,
+        BoptAt::Sector(s) => BoptPosition::AtFsSector((s / ps * ps).min(data_sectors)),
+    };
+    let geo = Geometry::new(&BoptConfig {
+        page_sectors: cfg.page_sectors,
+        data_sectors,
+        bopt_pages: bopt_pages as u32,
+        segment_pages: seg as u32,
+        write_buffer_fraction: cfg.write_buffer_fraction,
+        position,
+        meta_sectors: 0,
+    })
+    .map_err(|e| EvalError::Setup(format!("BOPT geometry: {e}")))?;
+    let (requests, wrapped) = fold(requests, data_sectors, cfg.wrap)?;
+    let summary = GeometrySummary {
+        device_capacity_sectors: capacity_sectors,
+        data_sectors,
+        page_bytes,
+        bopt_pages,
+        read_cache_pages: u64::from(geo.read_cache_pages),
+        write_buffer_pages: u64::from(geo.write_buffer_pages),
+        segment_pages: seg,
+        bopt_start_sector: geo.bopt_start_sector,
+        wrapped_requests: wrapped,
+    };
+    Ok(Workload {
+        requests,
+        geo,
+        summary,
+    })
+}
+
+/// Requests inside `0 .. data_sectors`, folded when `wrap`; the count folded.
+fn fold(requests: &[Request], data: u64, wrap: bool) -> Result<(Vec<Request>, u64), EvalError> {
+    let mut wrapped = 0;
+    let mut out = Vec::with_capacity(requests.len());
+    for (i, r) in requests.iter().enumerate() {
+        let n = u64::from(r.sectors);
+        if r.end_sector() <= data {
+            out.push(*r);
+            continue;
+        }
+        if !wrap || n > data {
+            return Err(EvalError::Setup(format!(
+                "request {}: sectors {}..{} pass the data area's {data} sectors{}",
+                i + 1,
+                r.sector,
+                r.end_sector(),
+                if wrap {
+                    " (larger than the data area)"
+                } else {
+                    "; use --wrap"
+                }
+            )));
+        }
+        wrapped += 1;
+        out.push(Request {
+            sector: (r.sector % data).min(data - n),
+            ..*r
+        });
+    }
+    Ok((out, wrapped))
+}
