@@ -4,7 +4,7 @@
 //! without queues, events and metrics.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use reblock_device::{parse_spec, DevRequest};
+use reblock_device::{parse_spec, Array, DevRequest, Device, Service};
 use reblock_sim::{Config, IterSource, Pacing, Phase, Replay, SchedulerKind, Submission};
 
 const REQUESTS: u64 = 200_000;
@@ -37,6 +37,59 @@ fn workload(capacity_sectors: u64) -> impl Iterator<Item = Submission> {
             physical: false,
         }
     })
+}
+
+/// A device costing nothing to model: what remains is the replay engine's own cost.
+struct Instant(u64);
+
+impl Device for Instant {
+    fn name(&self) -> &str {
+        "instant"
+    }
+    fn capacity_sectors(&self) -> u64 {
+        self.0
+    }
+    fn service(&mut self, _start_ns: u64, _req: &DevRequest) -> Service {
+        Service {
+            total_ns: 1_000_000,
+            ..Service::default()
+        }
+    }
+    fn estimate_ns(&self, _start_ns: u64, _req: &DevRequest) -> u64 {
+        1_000_000
+    }
+    fn position_key(&self, sector: u64) -> u64 {
+        sector
+    }
+    fn head_key(&self) -> u64 {
+        0
+    }
+    fn energy_j(&self, _elapsed_ns: u64) -> Option<f64> {
+        None
+    }
+}
+
+fn engine_only(c: &mut Criterion) {
+    let cap = parse_spec(DEVICE).unwrap().array.capacity_sectors();
+    let mut g = c.benchmark_group("replay_engine");
+    g.throughput(Throughput::Elements(REQUESTS));
+    g.bench_function("fcfs_open_loop_1x_instant_device", |b| {
+        b.iter_batched(
+            || {
+                let array: Box<dyn Array> = parse_spec(DEVICE).unwrap().array;
+                let dev: Box<dyn Device> = Box::new(Instant(cap));
+                Replay::new(array, vec![dev], Config::default()).unwrap()
+            },
+            |r| {
+                r.run(&mut IterSource(workload(cap)), &mut ())
+                    .unwrap()
+                    .overall
+                    .requests
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    g.finish();
 }
 
 fn replay(c: &mut Criterion) {
@@ -84,5 +137,5 @@ fn replay(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, replay);
+criterion_group!(benches, replay, engine_only);
 criterion_main!(benches);

@@ -7,9 +7,10 @@
 //! seed evaluations measure busy time on a kernel that merges (seed 000 §6: "the I/O
 //! scheduler merge ratio" changes busy time), so replay must merge too.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 use reblock_device::{DevRequest, Device};
+use rustc_hash::FxHashMap;
 use slab::Slab;
 
 /// End of an op chain.
@@ -169,9 +170,11 @@ pub struct Queued {
 pub struct Queue {
     entries: Slab<Queued>,
     /// Queued requests by (write, end sector), for back merges.
-    by_end: HashMap<(bool, u64), usize>,
+    // Fx hashing: the keys are sectors, not attacker-chosen, and these maps are on the
+    // per-request path.
+    by_end: FxHashMap<(bool, u64), usize>,
     /// Queued requests by (write, start sector), for front merges.
-    by_start: HashMap<(bool, u64), usize>,
+    by_start: FxHashMap<(bool, u64), usize>,
     /// Next op in the same merged request, indexed by op id.
     op_next: Vec<u32>,
     order: Box<dyn Order>,
@@ -184,8 +187,8 @@ impl Queue {
     pub fn new(kind: SchedulerKind, max_merge_sectors: u32) -> Queue {
         Queue {
             entries: Slab::new(),
-            by_end: HashMap::new(),
-            by_start: HashMap::new(),
+            by_end: FxHashMap::default(),
+            by_start: FxHashMap::default(),
             op_next: Vec::new(),
             order: kind.order(),
             max_merge_sectors,
