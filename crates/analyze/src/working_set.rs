@@ -102,21 +102,31 @@ impl WorkingSets {
         if self.requests == 0 {
             return;
         }
-        let set: FxHashSet<PageKey> = self.counts.keys().copied().collect();
         let top = top20(&self.counts);
-        let (first_all, first_top) = self.first.get_or_insert_with(|| (set.clone(), top.clone()));
-        let share = |s: &FxHashSet<PageKey>, f: &FxHashSet<PageKey>| {
-            if s.is_empty() {
-                return 0.0;
-            }
-            s.iter().filter(|k| f.contains(k)).count() as f64 / s.len() as f64
+        let pages = self.counts.len();
+        // Only the first interval's sets are kept; later ones are measured against them
+        // straight from the counts, without building a set per interval.
+        let share = |hits: usize, n: usize| if n == 0 { 0.0 } else { hits as f64 / n as f64 };
+        let Some((first_all, first_top)) = &self.first else {
+            let all: FxHashSet<PageKey> = self.counts.keys().copied().collect();
+            let (overlap, overlap_top20) = (share(pages, pages), share(top.len(), top.len()));
+            self.first = Some((all, top.into_iter().collect()));
+            self.push_summary(pages, overlap, overlap_top20);
+            return;
         };
+        let all_hits = self.counts.keys().filter(|k| first_all.contains(k)).count();
+        let top_hits = top.iter().filter(|k| first_top.contains(k)).count();
+        let (overlap, overlap_top20) = (share(all_hits, pages), share(top_hits, top.len()));
+        self.push_summary(pages, overlap, overlap_top20);
+    }
+
+    fn push_summary(&mut self, pages: usize, overlap: f64, overlap_top20: f64) {
         self.done.push(IntervalSummary {
             index: self.index,
             requests: self.requests,
-            pages: set.len() as u64,
-            overlap: share(&set, first_all),
-            overlap_top20: share(&top, first_top),
+            pages: pages as u64,
+            overlap,
+            overlap_top20,
         });
         self.counts.clear();
         self.requests = 0;
@@ -128,11 +138,17 @@ impl WorkingSets {
     }
 }
 
-/// The ceil(n / 5) most-accessed pages (ties: lower key first).
-fn top20(counts: &FxHashMap<PageKey, u32>) -> FxHashSet<PageKey> {
+/// The ceil(n / 5) most-accessed pages (ties: lower key first). Keys are distinct, so
+/// the order is total and selecting the first k (linear time) picks exactly the pages a
+/// full sort would.
+fn top20(counts: &FxHashMap<PageKey, u32>) -> Vec<PageKey> {
     let mut v: Vec<(u32, PageKey)> = counts.iter().map(|(&k, &c)| (c, k)).collect();
-    v.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    v.truncate(v.len().div_ceil(5));
+    let k = v.len().div_ceil(5);
+    let by_rank = |a: &(u32, PageKey), b: &(u32, PageKey)| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
+    if k < v.len() {
+        v.select_nth_unstable_by(k, by_rank);
+        v.truncate(k);
+    }
     v.into_iter().map(|(_, k)| k).collect()
 }
 
