@@ -132,8 +132,8 @@ impl Analyzer {
                 device: req.device,
                 page,
             };
-            self.pages.touch(key, req.op);
-            self.working_sets.touch(key);
+            let slot = self.pages.touch_slot(key, req.op);
+            self.working_sets.touch_slot(key, slot);
         }
     }
 

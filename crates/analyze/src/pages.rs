@@ -9,11 +9,22 @@ use reblock_trace::{Op, Request, SECTOR_BYTES};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
+use crate::working_set::Slot;
+
 /// A page of one device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PageKey {
     pub device: u32,
     pub page: u64,
+}
+
+impl std::hash::Hash for PageKey {
+    /// One word per key instead of two: the device goes to the high bits page numbers
+    /// never reach. Equal keys hash equally; the rare unequal keys that collide are told
+    /// apart by `Eq`, so this only saves a hashing round per lookup.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.page ^ u64::from(self.device).rotate_right(16));
+    }
 }
 
 /// Accesses to one page by operation (saturating at u32::MAX).
@@ -43,22 +54,37 @@ pub fn page_range(req: &Request, page_bytes: u64) -> std::ops::Range<u64> {
     first..last + 1
 }
 
+/// One page's counts and its slot in the current working-set interval, kept together so
+/// a page access costs a single hash lookup.
+#[derive(Default)]
+struct Entry {
+    stat: PageStat,
+    slot: Slot,
+}
+
 #[derive(Default)]
 pub struct Pages {
-    map: FxHashMap<PageKey, PageStat>,
+    map: FxHashMap<PageKey, Entry>,
 }
 
 impl Pages {
     pub fn touch(&mut self, key: PageKey, op: Op) {
-        let s = self.map.entry(key).or_default();
+        self.touch_slot(key, op);
+    }
+
+    /// Counts an access and returns the page's working-set slot for the caller to use.
+    pub fn touch_slot(&mut self, key: PageKey, op: Op) -> &mut Slot {
+        let e = self.map.entry(key).or_default();
+        let s = &mut e.stat;
         match op {
             Op::Read => s.reads = s.reads.saturating_add(1),
             Op::Write => s.writes = s.writes.saturating_add(1),
         }
+        &mut e.slot
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&PageKey, &PageStat)> {
-        self.map.iter()
+        self.map.iter().map(|(k, e)| (k, &e.stat))
     }
 
     pub fn len(&self) -> usize {
@@ -127,7 +153,7 @@ impl Pages {
         let mut all = Vec::with_capacity(self.map.len());
         let mut reads = Vec::new();
         let mut writes = Vec::new();
-        for s in self.map.values() {
+        for s in self.map.values().map(|e| e.stat) {
             all.push(s.accesses());
             if s.reads > 0 {
                 reads.push(u64::from(s.reads));

@@ -10,6 +10,12 @@
 //! nothing; each keeps its index.
 //!
 //! Memory: the current interval's page counts and the first interval's two sets.
+//!
+//! Speed: the counts are a dense list, and each page remembers its position in it (a
+//! [`Slot`]) alongside its other per-page data, so counting an access costs no hash
+//! lookup of its own. A slot is valid when it points inside the list at an entry for the
+//! same page; clearing the list at an interval's end therefore invalidates every slot at
+//! once.
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
@@ -57,7 +63,10 @@ pub struct WorkingSets {
     seen: u64,
     index: u64,
     requests: u64,
-    counts: FxHashMap<PageKey, u32>,
+    /// Pages touched in the current interval with their access counts.
+    counts: Vec<(PageKey, u32)>,
+    /// Slots of pages touched through [`WorkingSets::touch`] (callers without their own).
+    slots: FxHashMap<PageKey, Slot>,
     first: Option<(FxHashSet<PageKey>, FxHashSet<PageKey>)>,
     done: Vec<IntervalSummary>,
 }
@@ -70,7 +79,8 @@ impl WorkingSets {
             seen: 0,
             index: 0,
             requests: 0,
-            counts: FxHashMap::default(),
+            counts: Vec::new(),
+            slots: FxHashMap::default(),
             first: None,
             done: Vec::new(),
         }
@@ -94,8 +104,13 @@ impl WorkingSets {
     }
 
     pub fn touch(&mut self, key: PageKey) {
-        let c = self.counts.entry(key).or_insert(0);
-        *c = c.saturating_add(1);
+        let slot = self.slots.entry(key).or_default();
+        touch_slot(&mut self.counts, key, slot);
+    }
+
+    /// Counts an access to `key`, whose slot the caller keeps (see the module doc).
+    pub fn touch_slot(&mut self, key: PageKey, slot: &mut Slot) {
+        touch_slot(&mut self.counts, key, slot);
     }
 
     fn close(&mut self) {
@@ -108,13 +123,17 @@ impl WorkingSets {
         // straight from the counts, without building a set per interval.
         let share = |hits: usize, n: usize| if n == 0 { 0.0 } else { hits as f64 / n as f64 };
         let Some((first_all, first_top)) = &self.first else {
-            let all: FxHashSet<PageKey> = self.counts.keys().copied().collect();
+            let all: FxHashSet<PageKey> = self.counts.iter().map(|e| e.0).collect();
             let (overlap, overlap_top20) = (share(pages, pages), share(top.len(), top.len()));
             self.first = Some((all, top.into_iter().collect()));
             self.push_summary(pages, overlap, overlap_top20);
             return;
         };
-        let all_hits = self.counts.keys().filter(|k| first_all.contains(k)).count();
+        let all_hits = self
+            .counts
+            .iter()
+            .filter(|e| first_all.contains(&e.0))
+            .count();
         let top_hits = top.iter().filter(|k| first_top.contains(k)).count();
         let (overlap, overlap_top20) = (share(all_hits, pages), share(top_hits, top.len()));
         self.push_summary(pages, overlap, overlap_top20);
@@ -138,11 +157,34 @@ impl WorkingSets {
     }
 }
 
+/// Where a page's count sits in the current interval's list (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slot(u32);
+
+impl Default for Slot {
+    fn default() -> Self {
+        Slot(u32::MAX)
+    }
+}
+
+fn touch_slot(counts: &mut Vec<(PageKey, u32)>, key: PageKey, slot: &mut Slot) {
+    if let Some(e) = counts.get_mut(slot.0 as usize) {
+        if e.0 == key {
+            e.1 = e.1.saturating_add(1);
+            return;
+        }
+    }
+    // More than u32::MAX - 1 pages in one interval (16 TiB of 4 KiB pages) would need a
+    // wider slot; this one then stays invalid, and the page would be listed again.
+    slot.0 = u32::try_from(counts.len()).unwrap_or(u32::MAX);
+    counts.push((key, 1));
+}
+
 /// The ceil(n / 5) most-accessed pages (ties: lower key first). Keys are distinct, so
 /// the order is total and selecting the first k (linear time) picks exactly the pages a
 /// full sort would.
-fn top20(counts: &FxHashMap<PageKey, u32>) -> Vec<PageKey> {
-    let mut v: Vec<(u32, PageKey)> = counts.iter().map(|(&k, &c)| (c, k)).collect();
+fn top20(counts: &[(PageKey, u32)]) -> Vec<PageKey> {
+    let mut v: Vec<(u32, PageKey)> = counts.iter().map(|&(k, c)| (c, k)).collect();
     let k = v.len().div_ceil(5);
     let by_rank = |a: &(u32, PageKey), b: &(u32, PageKey)| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
     if k < v.len() {
