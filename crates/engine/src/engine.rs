@@ -125,6 +125,8 @@ pub struct Status {
     pub read_cache_pages: u32,
     pub write_buffer_pages: u32,
     pub mapped_pages: u32,
+    /// Heap bytes of the in-memory map (the bar: at most 8 per mapped page).
+    pub map_heap_bytes: u64,
     pub mapped_write_buffer_pages: u32,
     pub dirty_pages: u64,
     pub mode: String,
@@ -145,6 +147,8 @@ pub struct Status {
     pub commits: u64,
     pub reconfiguration: ReconfigStatus,
     pub recovery: RebuildReport,
+    /// Online re-planning (`serve --replan-policy`), absent when it is off.
+    pub replan: Option<crate::replan::ReplanStatus>,
 }
 
 /// What opening found.
@@ -170,6 +174,7 @@ pub struct Engine {
     epoch: Instant,
     last_io_ns: AtomicU64,
     recovery: RebuildReport,
+    replan: Mutex<Option<crate::replan::ReplanStatus>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -286,6 +291,7 @@ impl Engine {
             epoch: Instant::now(),
             last_io_ns: AtomicU64::new(0),
             recovery: rebuild,
+            replan: Mutex::new(None),
         };
         Ok((engine, report))
     }
@@ -750,6 +756,7 @@ impl Engine {
             read_cache_pages: self.layout.read_cache_pages,
             write_buffer_pages: self.layout.write_buffer_pages,
             mapped_pages: map.len(),
+            map_heap_bytes: map.heap_bytes() as u64,
             mapped_write_buffer_pages: st.ind.segments().write_buffer_valid(),
             dirty_pages,
             mode: format!("{:?}", st.ind.mode()).to_lowercase(),
@@ -774,7 +781,13 @@ impl Engine {
             commits: self.counters.commits.load(Relaxed),
             reconfiguration: st.reconfig.clone(),
             recovery: self.recovery.clone(),
+            replan: lock(&self.replan).clone(),
         }
+    }
+
+    /// Publishes the re-planner's state for `status`.
+    pub fn set_replan_status(&self, s: crate::replan::ReplanStatus) {
+        *lock(&self.replan) = Some(s);
     }
 }
 

@@ -15,6 +15,7 @@ pub mod format;
 pub mod image;
 pub mod meta;
 pub mod recorder;
+pub mod replan;
 pub mod store;
 
 pub use engine::{Engine, EngineOptions, OpenReport, Status};

@@ -1,0 +1,390 @@
+//! Online re-planning: the served requests feed the next plan (DESIGN.md: "its recorder
+//! feeds the next plan"). A bounded window keeps the most recent requests; on a trigger
+//! (a period, a request count, an idle spell, or a drop of the hit rate) the master
+//! access graph is rebuilt from the window (seed 000 §4.2), a policy places pages into
+//! the read cache (seed 000 §4.3, seed 001 §3.6.6), and the plan is handed to the
+//! engine's background reconfiguration, which copies rate-limited and yields to
+//! foreground I/O (seed 001 §3.5.2). Policy (which pages) stays in the plan crate; this
+//! module only decides *when*.
+
+use crate::engine::Engine;
+use reblock_layout::Plan;
+use reblock_nbd::{Op as NbdOp, RequestEvent, RequestObserver};
+use reblock_plan::{build_graphs, by_name, PlanParams};
+use reblock_trace::{Op, Request};
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// A periodic trigger: wall-clock time or served requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Every {
+    Time(Duration),
+    Requests(u64),
+}
+
+/// Parses `10m`, `30s`, `500ms`, `1h` (a period) or `5000`, `5000req`, `5000-requests`
+/// (a request count).
+pub fn parse_every(s: &str) -> Result<Every, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a period (10m, 30s) or a request count (5000)"))?;
+    if n == 0 {
+        return Err(format!("{s:?}: must be positive"));
+    }
+    let ms = match unit.trim_start_matches('-') {
+        "" | "req" | "reqs" | "requests" | "r" => return Ok(Every::Requests(n)),
+        "ms" => 1,
+        "s" => 1_000,
+        "m" | "min" => 60_000,
+        "h" => 3_600_000,
+        u => return Err(format!("{s:?}: unknown unit {u:?} (ms, s, m, h, requests)")),
+    };
+    Ok(Every::Time(Duration::from_millis(n.saturating_mul(ms))))
+}
+
+/// When and how to re-plan.
+#[derive(Clone, Debug)]
+pub struct ReplanOptions {
+    /// Policy name (`reblock_plan::by_name`).
+    pub policy: String,
+    pub every: Option<Every>,
+    /// Re-plan once foreground I/O has been idle this long (after new requests).
+    pub on_idle: Option<Duration>,
+    /// Re-plan when the hit rate of the last poll interval falls below (1 - this) times
+    /// the best interval hit rate seen since the last plan.
+    pub on_hit_rate_drop: Option<f64>,
+    /// Requests kept for planning (the ring's capacity).
+    pub window_requests: usize,
+    /// New requests needed since the last plan before any trigger fires.
+    pub min_new_requests: u64,
+    /// How often triggers are checked.
+    pub poll: Duration,
+}
+
+impl ReplanOptions {
+    pub fn new(policy: &str) -> ReplanOptions {
+        ReplanOptions {
+            policy: policy.to_string(),
+            every: None,
+            on_idle: None,
+            on_hit_rate_drop: None,
+            window_requests: 1 << 20,
+            min_new_requests: 64,
+            poll: Duration::from_millis(100),
+        }
+    }
+}
+
+/// What `reblock status` shows of re-planning.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ReplanStatus {
+    pub policy: String,
+    pub plans: u64,
+    /// Unix time (ms) of the last plan handed to the engine.
+    pub last_plan_unix_ms: Option<u64>,
+    /// The trigger that caused it: "every", "requests", "idle", "hit-rate-drop", "manual".
+    pub last_trigger: Option<String>,
+    pub last_planned_pages: u64,
+    /// Requests the last plan was built from.
+    pub last_window_requests: u64,
+    pub last_planning_ms: f64,
+    pub requests_seen: u64,
+    pub last_error: Option<String>,
+}
+
+/// The most recent served requests, as trace records (connection id as pid), in a ring
+/// of fixed capacity. Forwards every event to `next` (e.g. the on-disk recorder).
+pub struct RequestWindow {
+    ring: Mutex<VecDeque<Request>>,
+    capacity: usize,
+    seen: AtomicU64,
+    next: Option<Arc<dyn RequestObserver>>,
+}
+
+impl RequestWindow {
+    pub fn new(capacity: usize, next: Option<Arc<dyn RequestObserver>>) -> RequestWindow {
+        RequestWindow {
+            ring: Mutex::new(VecDeque::with_capacity(capacity.min(1 << 16))),
+            capacity: capacity.max(1),
+            seen: AtomicU64::new(0),
+            next,
+        }
+    }
+    /// Requests observed so far (not only those still in the ring).
+    pub fn seen(&self) -> u64 {
+        self.seen.load(Relaxed)
+    }
+    pub fn snapshot(&self) -> Vec<Request> {
+        let r = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        r.iter().copied().collect()
+    }
+    fn push(&self, req: Request) {
+        let mut r = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        if r.len() == self.capacity {
+            r.pop_front();
+        }
+        r.push_back(req);
+        self.seen.fetch_add(1, Relaxed);
+    }
+}
+
+/// The trace record of a served event, or `None` for requests that move no data.
+pub fn request_of(e: &RequestEvent) -> Option<Request> {
+    let op = match e.op {
+        NbdOp::Read => Op::Read,
+        NbdOp::Write => Op::Write,
+        _ => return None,
+    };
+    if e.errno != 0 || e.length_bytes == 0 {
+        return None;
+    }
+    let sector = e.offset_bytes / 512;
+    let end = (e.offset_bytes + u64::from(e.length_bytes)).div_ceil(512);
+    Some(Request {
+        ts_ns: e.ts_ns,
+        pid: Some(e.connection_id as u32),
+        command: 0,
+        device: 0,
+        sector,
+        sectors: (end - sector) as u32,
+        op,
+    })
+}
+
+impl RequestObserver for RequestWindow {
+    fn observe(&self, e: &RequestEvent) {
+        if let Some(r) = request_of(e) {
+            self.push(r);
+        }
+        if let Some(n) = &self.next {
+            n.observe(e);
+        }
+    }
+}
+
+/// Builds a read-cache plan from `requests` with `policy`, sized to the engine's read
+/// cache, and starts the engine's background reconfiguration toward it.
+pub fn plan_and_apply(
+    engine: &Engine,
+    policy: &str,
+    requests: Vec<Request>,
+) -> Result<u64, String> {
+    let p = by_name(policy).map_err(|e| e.to_string())?;
+    let layout = engine.layout();
+    let page_sectors = NonZeroU32::new(layout.page_bytes / 512)
+        .ok_or_else(|| format!("page size {} is below a sector", layout.page_bytes))?;
+    let data_pages = layout.data_bytes / u64::from(layout.page_bytes);
+    // Requests past the data area cannot be planned (the server refuses them anyway).
+    let requests = requests.into_iter().filter(|r| {
+        (r.sector + u64::from(r.sectors)).div_ceil(u64::from(page_sectors.get())) <= data_pages
+    });
+    let graph = build_graphs(requests);
+    let params = PlanParams {
+        page_sectors,
+        read_cache_pages: Some(u64::from(layout.read_cache_pages)),
+        ..PlanParams::default()
+    };
+    let placement = p.plan(&graph, &params);
+    let plan = Plan::try_from(&placement).map_err(|e| e.to_string())?;
+    let pages = plan.pages();
+    engine.reconfigure(plan)?;
+    Ok(pages)
+}
+
+/// Trigger state between polls.
+struct Triggers {
+    o: ReplanOptions,
+    last_plan: Instant,
+    seen_at_plan: u64,
+    reads_prev: u64,
+    hits_prev: u64,
+    best_rate: f64,
+}
+
+/// Fewer reads than this in a poll interval say nothing about the hit rate.
+const MIN_INTERVAL_READS: u64 = 32;
+
+impl Triggers {
+    /// The trigger due now, if any.
+    fn due(&mut self, engine: &Engine, seen: u64) -> Option<&'static str> {
+        let st = engine.status();
+        let (reads, hits) = (st.reads - self.reads_prev, st.read_hits - self.hits_prev);
+        (self.reads_prev, self.hits_prev) = (st.reads, st.read_hits);
+        let new = seen - self.seen_at_plan;
+        if new < self.o.min_new_requests || engine.reconfig_pending() {
+            return None;
+        }
+        match self.o.every {
+            Some(Every::Time(d)) if self.last_plan.elapsed() >= d => return Some("every"),
+            Some(Every::Requests(n)) if new >= n => return Some("requests"),
+            _ => {}
+        }
+        if let Some(d) = self.o.on_idle {
+            if engine.idle_ns() >= d.as_nanos() as u64 {
+                return Some("idle");
+            }
+        }
+        if let (Some(drop), true) = (self.o.on_hit_rate_drop, reads >= MIN_INTERVAL_READS) {
+            let rate = hits as f64 / reads as f64;
+            if self.best_rate > 0.0 && rate < self.best_rate * (1.0 - drop) {
+                return Some("hit-rate-drop");
+            }
+            self.best_rate = self.best_rate.max(rate);
+        }
+        None
+    }
+    fn planned(&mut self, seen: u64) {
+        self.last_plan = Instant::now();
+        self.seen_at_plan = seen;
+        self.best_rate = 0.0;
+    }
+}
+
+/// The re-planning thread.
+pub struct Replanner {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Replanner {
+    /// Checks the policy name, then polls the triggers until [`Replanner::stop`].
+    pub fn start(
+        engine: Arc<Engine>,
+        window: Arc<RequestWindow>,
+        o: ReplanOptions,
+    ) -> Result<Replanner, String> {
+        by_name(&o.policy).map_err(|e| e.to_string())?;
+        if let Some(d) = o.on_hit_rate_drop {
+            if !(0.0..1.0).contains(&d) || d == 0.0 {
+                return Err(format!("hit-rate drop {d}: must be within (0, 1)"));
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let mut status = ReplanStatus {
+            policy: o.policy.clone(),
+            ..Default::default()
+        };
+        engine.set_replan_status(status.clone());
+        let thread = std::thread::Builder::new()
+            .name("replan".into())
+            .spawn(move || {
+                let poll = o.poll;
+                let mut t = Triggers {
+                    o,
+                    last_plan: Instant::now(),
+                    seen_at_plan: 0,
+                    reads_prev: 0,
+                    hits_prev: 0,
+                    best_rate: 0.0,
+                };
+                while !stop2.load(Relaxed) {
+                    std::thread::sleep(poll);
+                    let seen = window.seen();
+                    status.requests_seen = seen;
+                    if let Some(trigger) = t.due(&engine, seen) {
+                        replan_once(&engine, &window, &mut status, trigger);
+                        t.planned(seen);
+                    }
+                    engine.set_replan_status(status.clone());
+                }
+            })
+            .map_err(|e| format!("spawn re-planning thread: {e}"))?;
+        Ok(Replanner {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn stop(mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn replan_once(engine: &Engine, window: &RequestWindow, s: &mut ReplanStatus, trigger: &str) {
+    let requests = window.snapshot();
+    let n = requests.len() as u64;
+    let t0 = Instant::now();
+    match plan_and_apply(engine, &s.policy, requests) {
+        Ok(pages) => {
+            s.plans += 1;
+            s.last_planned_pages = pages;
+            s.last_error = None;
+            tracing::info!(trigger, pages, requests = n, "re-planned");
+        }
+        Err(e) => {
+            tracing::warn!(trigger, error = %e, "re-planning failed");
+            s.last_error = Some(e);
+        }
+    }
+    s.last_planning_ms = t0.elapsed().as_secs_f64() * 1e3;
+    s.last_window_requests = n;
+    s.last_trigger = Some(trigger.to_string());
+    s.last_plan_unix_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_millis() as u64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn periods_and_counts_parse() {
+        assert_eq!(
+            parse_every("10m"),
+            Ok(Every::Time(Duration::from_secs(600)))
+        );
+        assert_eq!(
+            parse_every("250ms"),
+            Ok(Every::Time(Duration::from_millis(250)))
+        );
+        assert_eq!(parse_every("5000"), Ok(Every::Requests(5000)));
+        assert_eq!(parse_every("300-requests"), Ok(Every::Requests(300)));
+        assert!(parse_every("0").is_err());
+        assert!(parse_every("3 weeks").unwrap_err().contains("unit"));
+        assert!(parse_every("m").is_err());
+    }
+
+    #[test]
+    fn window_keeps_the_newest_requests_and_covers_unaligned_bytes() {
+        let w = RequestWindow::new(2, None);
+        let ev = |off: u64| RequestEvent {
+            connection_id: 7,
+            op: NbdOp::Read,
+            offset_bytes: off,
+            length_bytes: 100,
+            fua: false,
+            ts_ns: off,
+            duration_ns: 0,
+            errno: 0,
+        };
+        for off in [0, 1000, 4096] {
+            w.observe(&ev(off));
+        }
+        w.observe(&RequestEvent {
+            op: NbdOp::Flush,
+            ..ev(0)
+        });
+        let s = w.snapshot();
+        assert_eq!(w.seen(), 3);
+        // Bytes 1000..1100 touch sectors 1 and 2; 4096..4196 sector 8 only.
+        assert_eq!(
+            s.iter().map(|r| (r.sector, r.sectors)).collect::<Vec<_>>(),
+            vec![(1, 2), (8, 1)]
+        );
+        assert_eq!(s[0].pid, Some(7));
+    }
+}

@@ -1,0 +1,107 @@
+//! Online re-planning end to end in process: a repetitive read workload served by the
+//! engine (each request reported to the window the way the NBD server reports it) gets
+//! re-planned, the background worker moves the hot pages into the read cache, later
+//! reads hit the BOPT, and every byte still reads back as written.
+
+use reblock_engine::background::{Background, BackgroundOptions};
+use reblock_engine::format::LayoutRequest;
+use reblock_engine::replan::{Every, ReplanOptions, Replanner, RequestWindow};
+use reblock_engine::{Engine, EngineOptions, Layout, MemStore};
+use reblock_nbd::{Op, RequestEvent, RequestObserver};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const PAGE: usize = 4096;
+
+fn layout() -> Layout {
+    Layout::plan(&LayoutRequest {
+        data_bytes: 256 * 4096,
+        bopt_bytes: 8 * (2 * 4096 + 8 * 4096) + 3 * 4096,
+        page_bytes: 4096,
+        segment_pages: 8,
+        write_buffer_fraction: 0.25,
+        separate: false,
+    })
+    .unwrap()
+}
+
+/// Reads page `p` through the engine and reports it to the window like the server does.
+fn read(e: &Engine, w: &RequestWindow, p: u64) -> Vec<u8> {
+    let mut b = vec![0u8; PAGE];
+    e.read_bytes(&mut b, p * PAGE as u64).unwrap();
+    w.observe(&RequestEvent {
+        connection_id: 1,
+        op: Op::Read,
+        offset_bytes: p * PAGE as u64,
+        length_bytes: PAGE as u32,
+        fua: false,
+        ts_ns: 0,
+        duration_ns: 0,
+        errno: 0,
+    });
+    b
+}
+
+fn fill(p: u64) -> Vec<u8> {
+    (0..PAGE).map(|i| (p as usize * 31 + i * 7) as u8).collect()
+}
+
+#[test]
+fn repetitive_reads_are_replanned_into_the_read_cache_and_data_stays_intact() {
+    let l = layout();
+    let store = Arc::new(MemStore::new(vec![0u8; l.device_bytes as usize], None));
+    Engine::format(store.as_ref(), &l, 1).unwrap();
+    let e = Arc::new(Engine::open(store, EngineOptions::default()).unwrap().0);
+    let pages = l.data_bytes / PAGE as u64;
+    let mut reference = Vec::new();
+    for p in 0..pages {
+        e.write_bytes(&fill(p), p * PAGE as u64).unwrap();
+        reference.push(fill(p));
+    }
+    // Everything home: reads start with an empty map, so a hit can only come from the plan.
+    e.detach().unwrap();
+    assert_eq!(e.status().mapped_pages, 0);
+    // A scattered hot set smaller than the read cache, read in the same order each round.
+    let hot: Vec<u64> = (0..24).map(|i| (i * 37 + 5) % pages).collect();
+    assert!(hot.len() < l.read_cache_pages as usize);
+    let w = Arc::new(RequestWindow::new(4096, None));
+    let bg = Background::start(e.clone(), BackgroundOptions::default());
+    let mut o = ReplanOptions::new("borg");
+    o.every = Some(Every::Requests(200));
+    o.poll = Duration::from_millis(10);
+    let rp = Replanner::start(e.clone(), w.clone(), o).unwrap();
+    let start = Instant::now();
+    let mut last_rate = 0.0;
+    while start.elapsed() < Duration::from_secs(20) {
+        let before = e.status();
+        for &p in &hot {
+            assert_eq!(read(&e, &w, p), reference[p as usize], "page {p}");
+        }
+        let after = e.status();
+        last_rate =
+            (after.read_hits - before.read_hits) as f64 / (after.reads - before.reads) as f64;
+        if last_rate >= 0.95 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5)); // idle: lets reconfiguration run
+    }
+    rp.stop();
+    bg.stop();
+    let st = e.status();
+    let r = st.replan.clone().expect("re-planning status");
+    assert!(r.plans >= 1, "{r:?}");
+    assert_eq!(r.last_trigger.as_deref(), Some("requests"));
+    assert_eq!(r.last_planned_pages, hot.len() as u64, "{r:?}");
+    assert!(last_rate >= 0.95, "hit rate {last_rate}, status {st:?}");
+    for &p in &hot {
+        assert!(
+            e.indirector().map().lookup(p).is_some(),
+            "hot page {p} mapped"
+        );
+    }
+    for p in 0..pages {
+        let mut b = vec![0u8; PAGE];
+        e.read_bytes(&mut b, p * PAGE as u64).unwrap();
+        assert_eq!(b, reference[p as usize], "page {p} after re-planning");
+    }
+}
