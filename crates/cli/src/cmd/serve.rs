@@ -7,6 +7,7 @@ use reblock_engine::background::{Background, BackgroundOptions};
 use reblock_engine::control::ControlServer;
 use reblock_engine::image::{open_image, ImageOptions};
 use reblock_engine::recorder::Recorder;
+use reblock_engine::replan::{Every, ReplanOptions, Replanner, RequestWindow};
 use reblock_engine::{Engine, EngineOptions};
 use reblock_nbd::{ExportSet, Listen, Server, ServerConfig};
 use serde::Deserialize;
@@ -65,6 +66,25 @@ pub struct Args {
     /// Background reconfiguration copy rate, MiB/s [default: 64].
     #[arg(long)]
     pub rate_mib_s: Option<u64>,
+    /// Re-plan online with this policy (vanilla, hot, borg, dlr-seq): the served requests
+    /// are kept in memory, turned into an access graph, placed into the read cache and
+    /// applied by the background reconfiguration. Off unless given. Triggers below; with
+    /// none of them, every 100000 requests.
+    #[arg(long)]
+    pub replan_policy: Option<String>,
+    /// Re-plan periodically: a period (30s, 10m, 1h) or a request count (5000).
+    #[arg(long, value_parser = reblock_engine::replan::parse_every)]
+    pub replan_every: Option<reblock_engine::replan::Every>,
+    /// Re-plan once foreground I/O has been idle this many seconds (after new requests).
+    #[arg(long)]
+    pub replan_on_idle: Option<f64>,
+    /// Re-plan when the hit rate of the last 100 ms falls by this fraction (e.g. 0.3)
+    /// below the best seen since the last plan.
+    #[arg(long)]
+    pub replan_on_hit_rate_drop: Option<f64>,
+    /// Served requests kept in memory for re-planning [default: 1000000].
+    #[arg(long)]
+    pub replan_window: Option<usize>,
     /// TOML file with any of these options (keys as the flags, with '_'); flags win.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -87,6 +107,11 @@ struct FileConfig {
     record: Option<PathBuf>,
     detach_on_exit: Option<bool>,
     rate_mib_s: Option<u64>,
+    replan_policy: Option<String>,
+    replan_every: Option<String>,
+    replan_on_idle: Option<f64>,
+    replan_on_hit_rate_drop: Option<f64>,
+    replan_window: Option<usize>,
 }
 
 /// Parses `4096`, `64K`, `64M`, `1G`, `2T` (binary units; `KiB`/`MB` spellings too).
@@ -140,6 +165,17 @@ fn merge(mut a: Args) -> anyhow::Result<Args> {
     a.record = a.record.or(c.record);
     a.detach_on_exit |= c.detach_on_exit.unwrap_or(false);
     a.rate_mib_s = a.rate_mib_s.or(c.rate_mib_s);
+    a.replan_policy = a.replan_policy.or(c.replan_policy);
+    if a.replan_every.is_none() {
+        a.replan_every = c
+            .replan_every
+            .map(|s| reblock_engine::replan::parse_every(&s))
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("{}: key replan_every: {e}", path.display()))?;
+    }
+    a.replan_on_idle = a.replan_on_idle.or(c.replan_on_idle);
+    a.replan_on_hit_rate_drop = a.replan_on_hit_rate_drop.or(c.replan_on_hit_rate_drop);
+    a.replan_window = a.replan_window.or(c.replan_window);
     Ok(a)
 }
 
@@ -229,10 +265,18 @@ fn serve_engine(a: &Args, listen: Listen, engine: Arc<Engine>) -> anyhow::Result
             .unwrap_or_default()
     });
     let exports = ExportSet::single(&name, engine.clone())?;
+    let recorder_obs = recorder
+        .clone()
+        .map(|r| r as Arc<dyn reblock_nbd::RequestObserver>);
+    let replan = replan_options(a)?;
+    let window = replan
+        .as_ref()
+        .map(|o| Arc::new(RequestWindow::new(o.window_requests, recorder_obs.clone())));
     let config = ServerConfig {
-        observer: recorder
-            .clone()
-            .map(|r| r as Arc<dyn reblock_nbd::RequestObserver>),
+        observer: match &window {
+            Some(w) => Some(w.clone() as Arc<dyn reblock_nbd::RequestObserver>),
+            None => recorder_obs,
+        },
         ..ServerConfig::default()
     };
     let server = Server::bind(&listen, exports, config)
@@ -249,6 +293,13 @@ fn serve_engine(a: &Args, listen: Listen, engine: Arc<Engine>) -> anyhow::Result
             ..Default::default()
         },
     );
+    let replanner = match (replan, &window) {
+        (Some(o), Some(w)) => Some(
+            Replanner::start(engine.clone(), w.clone(), o)
+                .map_err(|e| anyhow::anyhow!("--replan-policy: {e}"))?,
+        ),
+        _ => None,
+    };
     eprintln!(
         "reblock: serving {} at {} (control {})",
         a.image.display(),
@@ -267,6 +318,9 @@ fn serve_engine(a: &Args, listen: Listen, engine: Arc<Engine>) -> anyhow::Result
     tracing::info!("stopping");
     server.shutdown();
     control.shutdown();
+    if let Some(r) = replanner {
+        r.stop();
+    }
     background.stop();
     engine.close(a.detach_on_exit).context("clean stop")?;
     if let Some(r) = &recorder {
@@ -277,6 +331,44 @@ fn serve_engine(a: &Args, listen: Listen, engine: Arc<Engine>) -> anyhow::Result
         if a.detach_on_exit { " (detached)" } else { "" }
     );
     Ok(())
+}
+
+/// The re-planning options, or `None` when --replan-policy is absent.
+fn replan_options(a: &Args) -> anyhow::Result<Option<ReplanOptions>> {
+    let Some(policy) = &a.replan_policy else {
+        if a.replan_every.is_some()
+            || a.replan_on_idle.is_some()
+            || a.replan_on_hit_rate_drop.is_some()
+        {
+            bail!("--replan-every/--replan-on-idle/--replan-on-hit-rate-drop need --replan-policy");
+        }
+        return Ok(None);
+    };
+    reblock_plan::by_name(policy).map_err(|e| anyhow::anyhow!("--replan-policy: {e}"))?;
+    let mut o = ReplanOptions::new(policy);
+    o.every = a.replan_every;
+    if let Some(Every::Requests(n)) = o.every {
+        o.min_new_requests = o.min_new_requests.min(n);
+    }
+    if let Some(s) = a.replan_on_idle {
+        if !(s.is_finite() && s > 0.0) {
+            bail!("--replan-on-idle {s}: must be a positive number of seconds");
+        }
+        o.on_idle = Some(Duration::from_secs_f64(s));
+    }
+    if let Some(f) = a.replan_on_hit_rate_drop {
+        if !(f > 0.0 && f < 1.0) {
+            bail!("--replan-on-hit-rate-drop {f}: must be within (0, 1)");
+        }
+        o.on_hit_rate_drop = Some(f);
+    }
+    if o.every.is_none() && o.on_idle.is_none() && o.on_hit_rate_drop.is_none() {
+        o.every = Some(Every::Requests(100_000));
+    }
+    if let Some(n) = a.replan_window {
+        o.window_requests = n.max(1);
+    }
+    Ok(Some(o))
 }
 
 /// The control socket named by `--control`, or derived from `--unix`.

@@ -63,5 +63,20 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         r.get("steps_pending").cloned().unwrap_or_default(),
         r.get("steps_total").cloned().unwrap_or_default()
     );
+    if let Some(rp) = v.get("replan").filter(|r| !r.is_null()) {
+        let f = |k: &str| rp.get(k).cloned().unwrap_or_default();
+        println!(
+            "re-planning     {} plans with {} (last: {} pages, trigger {}, {} requests{})",
+            f("plans"),
+            f("policy"),
+            f("last_planned_pages"),
+            f("last_trigger"),
+            f("last_window_requests"),
+            rp.get("last_error")
+                .and_then(|e| e.as_str())
+                .map(|e| format!(", error: {e}"))
+                .unwrap_or_default()
+        );
+    }
     Ok(())
 }
