@@ -212,6 +212,7 @@ fn fio_random_writes_verify_with_crc32c() {
         "--iodepth=16",
         "--verify=crc32c",
         "--verify_fatal=1",
+        "--verify_state_save=0",
         "--do_verify=1",
     ]));
     let s = fx.engine.status();

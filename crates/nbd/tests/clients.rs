@@ -189,6 +189,7 @@ fn fio_random_writes_verify_with_crc32c() {
                 "--iodepth=16",
                 "--verify=crc32c",
                 "--do_verify=1",
+                "--verify_state_save=0",
                 "--size=4m",
             ])
             .args(["--randrepeat=1", "--output-format=json"])
