@@ -12,6 +12,7 @@ use std::collections::{BTreeSet, VecDeque};
 use reblock_device::{DevRequest, Device};
 use rustc_hash::FxHashMap;
 use slab::Slab;
+use std::collections::hash_map::Entry;
 
 /// End of an op chain.
 pub const NO_OP: u32 = u32::MAX;
@@ -222,7 +223,10 @@ impl Queue {
             self.op_next.resize(op as usize + 1, NO_OP);
         }
         self.op_next[op as usize] = NO_OP;
+        // An empty queue has nothing to merge with (the maps mirror `entries`): skip the
+        // two hash lookups, the common case for FCFS under light load.
         if self.max_merge_sectors > 0
+            && !self.entries.is_empty()
             && (self.back_merge(op, &req) || self.front_merge(op, &req, dev))
         {
             self.merges += 1;
@@ -302,13 +306,18 @@ impl Queue {
         let id = self.order.pick(head_key)?;
         let e = self.entries.remove(id);
         if self.max_merge_sectors > 0 {
+            // One hash per map: another queued request may own the same key.
             let end = (e.req.write, e.req.sector + u64::from(e.req.sectors));
-            if self.by_end.get(&end) == Some(&id) {
-                self.by_end.remove(&end);
+            if let Entry::Occupied(o) = self.by_end.entry(end) {
+                if *o.get() == id {
+                    o.remove();
+                }
             }
             let start = (e.req.write, e.req.sector);
-            if self.by_start.get(&start) == Some(&id) {
-                self.by_start.remove(&start);
+            if let Entry::Occupied(o) = self.by_start.entry(start) {
+                if *o.get() == id {
+                    o.remove();
+                }
             }
         }
         Some(e)
