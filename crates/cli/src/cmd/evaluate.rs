@@ -1,8 +1,253 @@
-//! `reblock evaluate` (being built).
+//! `reblock evaluate`: compare layout policies by replaying a trace with periodic
+//! reconfiguration (seed 000 §6): N0 with an empty BOPT, then at each boundary plan from
+//! the training data, copy (R_i, at speed 1) and replay N_i through the indirector.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use reblock_eval::config::{parse_fraction, parse_size_bytes};
+use reblock_eval::{
+    BoptAt, DataArea, EvalConfig, Evaluation, Interval, PolicyResult, Sweep, Training, Trigger,
+};
+
+use crate::input::{report_bad_lines, TraceInput};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    #[command(flatten)]
+    pub input: TraceInput,
+    /// Policies to compare, comma separated, in report order. vanilla (no
+    /// reorganization) is the baseline the others are measured against.
+    #[arg(
+        long,
+        default_value = "vanilla,hot,borg,dlr-seq,dlr-frag",
+        value_name = "LIST"
+    )]
+    pub policies: String,
+    /// Device holding both the data and the BOPT: `hdd:barracuda`, `hdd:cheetah15k5`,
+    /// `ssd:k9`, a parameter file, or an array (`raid0:4xhdd:cheetah15k5`).
+    #[arg(long, default_value = "hdd:barracuda", value_name = "SPEC")]
+    pub device: String,
+    /// Where the BOPT sits: start, middle (seed 002 §4: closest on average) or end of the
+    /// data area, or before a given sector (LBA).
+    #[arg(long, default_value = "middle", value_name = "WHERE")]
+    pub bopt_at: String,
+    /// Size of the BOPT (read cache + write buffer): 64MiB, 1G, ...
+    #[arg(long, default_value = "64MiB", value_name = "SIZE")]
+    pub bopt_size: String,
+    /// Share of the BOPT given to the write buffer, 0..1 (seed 000 §6.1.1 uses 0.2).
+    #[arg(long, default_value = "0.2", value_name = "F")]
+    pub write_buffer: String,
+    /// Time between reconfigurations: a duration of trace time (1d, 6h, 30m, 90s) or a
+    /// bare count of reconfigurations equally spaced over the trace (seed 000 §6: 4).
+    #[arg(long, default_value = "4", value_name = "I")]
+    pub interval: String,
+    /// Training data of each plan: cumulative (everything so far) or partial (the last
+    /// interval only), seed 000 §6.1.2.
+    #[arg(long, default_value = "cumulative", value_name = "T")]
+    pub training: String,
+    /// Normal phases replay at the trace's pace sped up this much (seed 000 §6.1: 168);
+    /// reconfiguration copies always replay at 1x.
+    #[arg(long, default_value_t = 168.0, value_name = "X")]
+    pub speed: f64,
+    /// Sensitivity sweep (seed 000 §6.5), one parameter at a time around the base run:
+    /// `bopt-size=32MiB,64MiB;write-buffer=0,0.2,0.5;interval=2,4,8`.
+    #[arg(long, value_name = "SPEC")]
+    pub sweep: Option<String>,
+    /// The degradation guard (seed 001 §5.2.2), ON by default: after each epoch of
+    /// requests, compare the layout with the plain one on a shadow replay; while the
+    /// layout is slower, reads go home (dirty pages excepted).
+    #[arg(long, overrides_with = "no_guard")]
+    pub guard: bool,
+    /// Turn the degradation guard off (the seeds' BORG).
+    #[arg(long)]
+    pub no_guard: bool,
+    /// Requests per guard epoch.
+    #[arg(long, default_value_t = 500, value_name = "N")]
+    pub guard_epoch: usize,
+    /// What ends a normal phase: interval, idle:SECS (the first arrival gap of SECS once
+    /// half an interval passed) or hit-rate:DROP (the BOPT hit rate of a window falls
+    /// DROP below the phase's first window's).
+    #[arg(long, default_value = "interval", value_name = "T")]
+    pub trigger: String,
+    /// Size of the data area: device (capacity minus the BOPT) or trace (its address range).
+    #[arg(long, default_value = "device", value_name = "A")]
+    pub data_area: String,
+    /// Fold addresses past the data area back into it (a trace of a larger disk).
+    #[arg(long)]
+    pub wrap: bool,
+    /// Page size in bytes (a multiple of 512).
+    #[arg(long, default_value_t = 4096, value_name = "BYTES")]
+    pub page_size: u32,
+    /// Planning threshold: the least edge weight that joins a group (seed 000 §4.3).
+    #[arg(long, default_value_t = 1, value_name = "W")]
+    pub min_edge_weight: u64,
+    /// Write an HTML report with SVG plots into this directory (index.html).
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
+    /// Print the results as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("'reblock evaluate' is not built yet")
+fn config(args: &Args) -> Result<EvalConfig> {
+    if args.page_size == 0 || args.page_size % 512 != 0 {
+        anyhow::bail!(
+            "--page-size: {} is not a positive multiple of 512",
+            args.page_size
+        );
+    }
+    Ok(EvalConfig {
+        policies: args
+            .policies
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .collect(),
+        device: args.device.clone(),
+        bopt_at: BoptAt::parse(&args.bopt_at)?,
+        bopt_size_bytes: parse_size_bytes("bopt-size", &args.bopt_size)?,
+        write_buffer_fraction: parse_fraction("write-buffer", &args.write_buffer)?,
+        interval: Interval::parse(&args.interval)?,
+        training: Training::parse(&args.training)?,
+        trigger: Trigger::parse(&args.trigger)?,
+        speed: args.speed,
+        guard: !args.no_guard,
+        guard_epoch_requests: args.guard_epoch,
+        page_sectors: args.page_size / 512,
+        min_edge_weight: args.min_edge_weight,
+        data_area: DataArea::parse(&args.data_area)?,
+        wrap: args.wrap,
+    })
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let cfg = config(&args)?;
+    cfg.validate()?;
+    let sweep = args.sweep.as_deref().map(Sweep::parse).transpose()?;
+    let mut reader = args.input.open()?;
+    let mut requests = Vec::new();
+    while let Some(r) = reader.next_request()? {
+        requests.push(r);
+    }
+    report_bad_lines(&reader);
+    let trace = args.input.trace.display().to_string();
+    let points = 1 + sweep
+        .as_ref()
+        .map_or(0, |s| s.points.iter().map(|p| p.1.len()).sum());
+    let phases = match cfg.interval {
+        Interval::Count { reconfigurations } => 2 * reconfigurations as u64 + 1,
+        Interval::Every { .. } => 9,
+    };
+    let bar = ProgressBar::new(points as u64 * cfg.policies.len() as u64 * phases);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} phases  {msg}").expect("valid template"),
+    );
+    let mut progress = |point: &str, policy: &str, phase: &str| {
+        if bar.position() + 1 >= bar.length().unwrap_or(0) {
+            bar.inc_length(1);
+        }
+        bar.inc(1);
+        bar.set_message(format!("{point}: {policy} {phase}"));
+    };
+    let eval = reblock_eval::evaluate(&requests, &trace, &cfg, sweep.as_ref(), &mut progress)
+        .with_context(|| format!("evaluating {trace}"))?;
+    bar.finish_and_clear();
+    if let Some(dir) = &args.report {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let path = dir.join("index.html");
+        std::fs::write(&path, reblock_eval::html::render(&eval))
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("reblock: report written to {}", path.display());
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&eval)?);
+    } else {
+        print_tables(&eval);
+    }
+    Ok(())
+}
+
+fn print_tables(e: &Evaluation) {
+    let g = &e.geometry;
+    println!("trace      {} ({} requests)", e.trace, e.requests);
+    println!(
+        "layout     data area {} sectors, BOPT {} pages ({} read cache + {} write buffer) at sector {}{}",
+        g.data_sectors,
+        g.bopt_pages,
+        g.read_cache_pages,
+        g.write_buffer_pages,
+        g.bopt_start_sector,
+        if g.wrapped_requests > 0 { format!(", {} requests wrapped", g.wrapped_requests) } else { String::new() }
+    );
+    println!();
+    print_policies(e, &e.policies);
+    println!();
+    print_phases(e);
+    for run in &e.runs {
+        println!();
+        println!("sweep {} = {}", run.parameter, run.value);
+        print_policies(e, &run.policies);
+    }
+}
+
+fn print_policies(e: &Evaluation, policies: &std::collections::BTreeMap<String, PolicyResult>) {
+    println!(
+        "{:<9} {:>10} {:>10} {:>10} {:>8} {:>7} {:>10} {:>8} {:>9} {:>8} {:>7}",
+        "policy",
+        "busy s",
+        "normal s",
+        "reconf s",
+        "vs van",
+        "hit",
+        "moved MiB",
+        "non-seq",
+        "seek cyl",
+        "plan s",
+        "guarded"
+    );
+    for p in &e.policy_order {
+        let Some(r) = policies.get(p) else { continue };
+        println!(
+            "{:<9} {:>10.3} {:>10.3} {:>10.3} {:>8} {:>6.1}% {:>10.1} {:>7.1}% {:>9.0} {:>8.3} {:>7}",
+            p,
+            r.busy_time_s,
+            r.normal_busy_time_s,
+            r.reconfig_busy_time_s,
+            r.normal_busy_vs_vanilla.map_or("-".into(), |v| format!("{v:.3}")),
+            100.0 * r.hit_rate,
+            r.bytes_moved as f64 / 1048576.0,
+            100.0 * r.non_sequential_fraction,
+            r.mean_seek_cylinders,
+            r.planning_cpu_s,
+            r.guarded_epochs
+        );
+    }
+}
+
+/// Busy seconds per phase (rows) and policy (columns), as seed 000 Figures 6-8 plot them.
+fn print_phases(e: &Evaluation) {
+    let order: Vec<&PolicyResult> = e
+        .policy_order
+        .iter()
+        .filter_map(|p| e.policies.get(p))
+        .collect();
+    let Some(longest) = order.iter().map(|r| &r.phases).max_by_key(|p| p.len()) else {
+        return;
+    };
+    print!("{:<6}", "phase");
+    for p in &e.policy_order {
+        print!(" {p:>10}");
+    }
+    println!("   (busy s)");
+    for (i, ph) in longest.iter().enumerate() {
+        print!("{:<6}", ph.name);
+        for r in &order {
+            match r.phases.get(i) {
+                Some(x) => print!(" {:>10.3}", x.busy_time_s),
+                None => print!(" {:>10}", "-"),
+            }
+        }
+        println!();
+    }
 }
