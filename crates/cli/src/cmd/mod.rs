@@ -1,6 +1,5 @@
 //! One file per subcommand: its arguments and its `run`.
 
-
 pub mod analyze;
 pub mod check;
 pub mod convert;
