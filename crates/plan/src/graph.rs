@@ -10,6 +10,7 @@
 //! All processes' graphs live in one arena with compact `u32` ids so that memory grows with
 //! the distinct (process, extent) pairs and edges, not with the trace length.
 
+use crate::tally::Tally;
 use reblock_trace::{CommandId, Request};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -101,8 +102,9 @@ pub struct ProcessGraphs {
     vertices: Vec<ProcessVertex>,
     /// (process, start, sectors) -> vertex id.
     vertex_ids: FxHashMap<(u32, u64, u32), u32>,
-    /// (from vertex, to vertex) -> times `to` followed `from`.
-    edges: FxHashMap<(u32, u32), u64>,
+    /// Times `to` followed `from`, keyed by [`edge_key`]: counted by sorted batches rather
+    /// than in a hash map, so recording an edge is a sequential write (see [`Tally`]).
+    edges: Tally,
     requests: u64,
     last_process: Option<(ProcessKey, u32)>,
 }
@@ -123,6 +125,7 @@ impl ProcessGraphs {
         for r in requests {
             graphs.add(&r);
         }
+        graphs.edges.merge_pending();
         graphs
     }
 
@@ -149,7 +152,7 @@ impl ProcessGraphs {
         self.vertices[id as usize].hits += 1;
         let recent = &mut self.recent[process as usize];
         for &from in &recent.ids {
-            *self.edges.entry((from, id)).or_insert(0) += 1;
+            self.edges.add(edge_key(from, id));
         }
         recent.push(id, self.options.lookahead);
     }
@@ -187,10 +190,14 @@ impl ProcessGraphs {
     }
     /// Every edge as (from vertex id, to vertex id, weight), in no particular order.
     pub fn edges(&self) -> impl Iterator<Item = (u32, u32, u64)> + '_ {
-        self.edges.iter().map(|(&(a, b), &w)| (a, b, w))
+        let counts = self.edges.counts();
+        (0..counts.len()).map(move |i| {
+            let (key, w) = counts[i];
+            ((key >> 32) as u32, key as u32, w)
+        })
     }
     pub fn edge_count(&self) -> usize {
-        self.edges.len()
+        self.edges.distinct()
     }
 
     /// Weight of `from -> to` in the graph of process `key`; 0 when absent.
@@ -204,7 +211,7 @@ impl ProcessGraphs {
                 .copied()
         };
         match (id(from), id(to)) {
-            (Some(a), Some(b)) => self.edges.get(&(a, b)).copied().unwrap_or(0),
+            (Some(a), Some(b)) => self.edges.count(edge_key(a, b)),
             _ => 0,
         }
     }
@@ -213,7 +220,7 @@ impl ProcessGraphs {
     pub fn in_out_weights(&self) -> (Vec<u64>, Vec<u64>) {
         let mut w_in = vec![0u64; self.vertices.len()];
         let mut w_out = vec![0u64; self.vertices.len()];
-        for (&(a, b), &w) in &self.edges {
+        for (a, b, w) in self.edges() {
             w_out[a as usize] += w;
             w_in[b as usize] += w;
         }
@@ -221,10 +228,16 @@ impl ProcessGraphs {
     }
 }
 
+/// One `u64` per edge, ordered by source then target vertex id.
+fn edge_key(from: u32, to: u32) -> u64 {
+    (u64::from(from) << 32) | u64::from(to)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use reblock_trace::Op;
+    use std::collections::HashMap;
 
     fn req(pid: u32, command: CommandId, sector: u64) -> Request {
         Request {
@@ -286,6 +299,88 @@ mod tests {
         assert_eq!(g.edge_count(), 5);
         let (w_in, w_out) = g.in_out_weights();
         assert_eq!((w_in[0], w_out[0]), (2, 2));
+    }
+
+    /// Process graphs as a plain hash map would count them, keyed by process and extents.
+    type Plain = (
+        HashMap<(ProcessKey, Extent), u64>,
+        HashMap<(ProcessKey, Extent, Extent), u64>,
+    );
+
+    fn plain(trace: &[Request], lookahead: usize) -> Plain {
+        let (mut vertices, mut edges) = Plain::default();
+        let mut recent: HashMap<ProcessKey, Vec<Extent>> = HashMap::new();
+        for r in trace.iter().filter(|r| r.sectors > 0) {
+            let (k, e) = (ProcessKey::of(r), Extent::new(r.sector, r.sectors));
+            *vertices.entry((k, e)).or_default() += 1;
+            let window = recent.entry(k).or_default();
+            for &from in window.iter() {
+                *edges.entry((k, from, e)).or_default() += 1;
+            }
+            window.push(e);
+            if window.len() > lookahead {
+                window.remove(0);
+            }
+        }
+        (vertices, edges)
+    }
+
+    fn actual(g: &ProcessGraphs) -> Plain {
+        let key = |v: &ProcessVertex| (g.processes()[v.process as usize], v.extent);
+        let vertices = g.vertices().iter().map(|v| (key(v), v.hits)).collect();
+        let edges = g
+            .edges()
+            .map(|(a, b, w)| {
+                let (va, vb) = (&g.vertices()[a as usize], &g.vertices()[b as usize]);
+                assert_eq!(va.process, vb.process, "edge across processes");
+                ((key(va).0, va.extent, vb.extent), w)
+            })
+            .collect();
+        (vertices, edges)
+    }
+
+    fn random_trace(seed: u64, len: usize, extents: u64) -> Vec<Request> {
+        let mut x = seed;
+        let mut next = |n: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        (0..len)
+            .map(|_| {
+                let mut r = req(next(4) as u32, next(2) as CommandId, next(extents) * 4);
+                r.sectors = next(3) as u32 * 4; // some zero-length requests too
+                r
+            })
+            .collect()
+    }
+
+    /// Batched edge counting gives the same graphs as a hash map, whether the batches
+    /// merge often, never, or were left pending (built by `add` without `build`).
+    #[test]
+    fn batched_counts_match_a_plain_hash_map() {
+        for seed in 0..20 {
+            let lookahead = 1 + seed as usize % 3;
+            let options = GraphOptions { lookahead };
+            let trace = random_trace(seed, 3000, 40);
+            let want = plain(&trace, lookahead);
+            for batch in [1, 7, 1000, 1 << 20] {
+                let mut g = ProcessGraphs::new(options);
+                g.edges = Tally::with_min_batch(batch);
+                for r in &trace {
+                    g.add(r);
+                }
+                assert_eq!(actual(&g), want, "seed {seed} batch {batch}");
+                assert_eq!(g.edge_count(), want.1.len());
+                let (k, a, b) = *want.1.keys().next().unwrap();
+                assert_eq!(g.edge_weight(k, a, b), want.1[&(k, a, b)]);
+            }
+        }
+        // Long enough to cross the default batch several times.
+        let trace = random_trace(99, 150_000, 5000);
+        let g = ProcessGraphs::build(trace.iter().copied(), GraphOptions::default());
+        assert_eq!(actual(&g), plain(&trace, 1));
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod group;
 pub mod master;
 pub mod placement;
 pub mod policy;
+mod tally;
 
 pub use convert::NotReadCache;
 pub use graph::{Extent, GraphOptions, ProcessGraphs, ProcessKey};
