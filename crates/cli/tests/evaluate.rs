@@ -191,3 +191,106 @@ fn plan_writes_a_plan_json_the_layout_crate_reads() {
     let first = &p["ranges"][0];
     assert_eq!(first["slot"], 0);
 }
+
+/// 64 hot 4 KiB extents read (and every fourth written) round after round, 300 us apart,
+/// on an array of 4 SSDs: seed 003's optimizer must spread each extent's 512 B blocks over
+/// the disks and beat the skewed (alpha 1) static placement on the testing half.
+#[test]
+fn evaluate_array_json_follows_the_contract_and_parallel_beats_skewed_static() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::new();
+    for i in 0..4000u64 {
+        let op = if i % 4 == 3 { "W" } else { "R" };
+        text.push_str(&format!("{} 1 db {} 8 {op}\n", i * 300_000, (i % 64) * 96));
+    }
+    let t = dir.path().join("hot.trace");
+    std::fs::write(&t, text).unwrap();
+    let report = dir.path().join("report");
+    let out = reblock()
+        .args([
+            "evaluate",
+            t.to_str().unwrap(),
+            "--array",
+            "4xssd:k9xxg08uxm",
+        ])
+        .args(["--initial", "zipf:0,1", "--support", "1,100000"])
+        .args(["--session", "request", "--policies", "static,parallel"])
+        .args(["--report", report.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["train_requests"], 2000);
+    assert_eq!(v["test_requests"], 2000);
+    let runs = v["runs"].as_array().unwrap();
+    let points: Vec<(f64, u64)> = runs
+        .iter()
+        .map(|r| (r["alpha"].as_f64().unwrap(), r["support"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(points, [(0.0, 1), (0.0, 100000), (1.0, 1), (1.0, 100000)]);
+    for r in runs {
+        for p in ["static", "parallel"] {
+            let p = &r["policies"][p];
+            for key in [
+                "mean_response_ms",
+                "read_mean_response_ms",
+                "write_mean_response_ms",
+            ] {
+                assert!(p[key].as_f64().unwrap() > 0.0, "{key}: {p}");
+            }
+            assert!(p["bytes_moved"].is_u64());
+        }
+    }
+    let (s, p) = (
+        &runs[2]["policies"]["static"],
+        &runs[2]["policies"]["parallel"],
+    );
+    let ms = |x: &Value| x["mean_response_ms"].as_f64().unwrap();
+    assert!(ms(p) < ms(s), "parallel {} vs static {}", ms(p), ms(s));
+    // 64 extents x 8 blocks of 512 B: at most every block moves once.
+    let moved = p["bytes_moved"].as_u64().unwrap();
+    assert!(moved > 0 && moved <= 64 * 8 * 512, "{moved}");
+    // No pair reaches a support of 100000: nothing moves, static's figures.
+    let none = &runs[3]["policies"]["parallel"];
+    assert_eq!(none["bytes_moved"], 0);
+    assert_eq!(ms(none), ms(s));
+    let html = std::fs::read_to_string(report.join("parallel.html")).unwrap();
+    assert!(
+        html.contains("<svg") && html.contains("Support 1"),
+        "report"
+    );
+}
+
+#[test]
+fn evaluate_array_refuses_bad_flags_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path());
+    let run = |extra: &[&str]| {
+        let out = reblock()
+            .args([
+                "evaluate",
+                t.to_str().unwrap(),
+                "--array",
+                "4xssd:k9xxg08uxm",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{extra:?} succeeded");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    assert!(run(&["--initial", "uniform"]).contains("--initial"));
+    assert!(run(&["--support", "0"]).contains("--support"));
+    assert!(run(&["--policies", "static,borg"]).contains("unknown array policy `borg`"));
+    assert!(run(&["--bopt-size", "4MiB"]).contains("cannot be used with"));
+    let out = reblock()
+        .args(["evaluate", t.to_str().unwrap(), "--support", "5"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "--support without --array");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--array"));
+}

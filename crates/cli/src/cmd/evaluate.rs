@@ -11,20 +11,19 @@ use reblock_eval::{
     BoptAt, DataArea, EvalConfig, Evaluation, Interval, PolicyResult, Sweep, Training, Trigger,
 };
 
+use super::evaluate_array::{self, ArrayArgs};
 use crate::input::{report_bad_lines, TraceInput};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     #[command(flatten)]
     pub input: TraceInput,
-    /// Policies to compare, comma separated, in report order. vanilla (no
-    /// reorganization) is the baseline the others are measured against.
-    #[arg(
-        long,
-        default_value = "vanilla,hot,borg,dlr-seq,dlr-frag",
-        value_name = "LIST"
-    )]
-    pub policies: String,
+    /// Policies to compare, comma separated, in report order [default:
+    /// vanilla,hot,borg,dlr-seq,dlr-frag]. vanilla (no reorganization) is the baseline the
+    /// others are measured against. With --array: static, parallel, parallel-hdd
+    /// [default: static,parallel].
+    #[arg(long, value_name = "LIST")]
+    pub policies: Option<String>,
     /// Device holding both the data and the BOPT: `hdd:barracuda`, `hdd:cheetah15k5`,
     /// `ssd:k9`, a parameter file, or an array (`raid0:4xhdd:cheetah15k5`).
     #[arg(long, default_value = "hdd:barracuda", value_name = "SPEC")]
@@ -47,10 +46,11 @@ pub struct Args {
     /// interval only), seed 000 §6.1.2.
     #[arg(long, default_value = "cumulative", value_name = "T")]
     pub training: String,
-    /// Normal phases replay at the trace's pace sped up this much (seed 000 §6.1: 168);
-    /// reconfiguration copies always replay at 1x.
-    #[arg(long, default_value_t = 168.0, value_name = "X")]
-    pub speed: f64,
+    /// Normal phases replay at the trace's pace sped up this much [default: 168, as seed
+    /// 000 §6.1]; reconfiguration copies always replay at 1x. With --array, the testing
+    /// part replays at this speed-up [default: 1].
+    #[arg(long, value_name = "X")]
+    pub speed: Option<f64>,
     /// Sensitivity sweep (seed 000 §6.5), one parameter at a time around the base run:
     /// `bopt-size=32MiB,64MiB;write-buffer=0,0.2,0.5;interval=2,4,8`.
     #[arg(long, value_name = "SPEC")]
@@ -89,10 +89,15 @@ pub struct Args {
     /// Print the results as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten, next_help_heading = "Parallel-array evaluation (seed 003)")]
+    pub array: ArrayArgs,
 }
 
+/// The BORG-style policies compared when `--policies` is not given.
+const DEFAULT_POLICIES: &str = "vanilla,hot,borg,dlr-seq,dlr-frag";
+
 fn config(args: &Args) -> Result<EvalConfig> {
-    if args.page_size == 0 || args.page_size % 512 != 0 {
+    if args.page_size == 0 || !args.page_size.is_multiple_of(512) {
         anyhow::bail!(
             "--page-size: {} is not a positive multiple of 512",
             args.page_size
@@ -101,6 +106,8 @@ fn config(args: &Args) -> Result<EvalConfig> {
     Ok(EvalConfig {
         policies: args
             .policies
+            .as_deref()
+            .unwrap_or(DEFAULT_POLICIES)
             .split(',')
             .map(|s| s.trim().to_string())
             .collect(),
@@ -111,7 +118,7 @@ fn config(args: &Args) -> Result<EvalConfig> {
         interval: Interval::parse(&args.interval)?,
         training: Training::parse(&args.training)?,
         trigger: Trigger::parse(&args.trigger)?,
-        speed: args.speed,
+        speed: args.speed.unwrap_or(168.0),
         guard: !args.no_guard,
         guard_epoch_requests: args.guard_epoch,
         page_sectors: args.page_size / 512,
@@ -122,6 +129,9 @@ fn config(args: &Args) -> Result<EvalConfig> {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if let Some(spec) = &args.array.array {
+        return run_array(spec, &args);
+    }
     let cfg = config(&args)?;
     cfg.validate()?;
     let sweep = args.sweep.as_deref().map(Sweep::parse).transpose()?;
@@ -166,6 +176,25 @@ pub fn run(args: Args) -> Result<()> {
         print_tables(&eval);
     }
     Ok(())
+}
+
+/// `--array`: the seed 003 evaluation on the whole trace, read columnar.
+fn run_array(spec: &str, args: &Args) -> Result<()> {
+    let cfg = evaluate_array::config(spec, &args.array, args.policies.as_deref(), args.speed)?;
+    let mut reader = args.input.open()?;
+    let mut trace = reblock_trace::Trace::default();
+    while let Some(r) = reader.next_request()? {
+        trace.push(r);
+    }
+    report_bad_lines(&reader);
+    if trace.is_empty() {
+        anyhow::bail!(
+            "{}: the trace holds no requests",
+            args.input.trace.display()
+        );
+    }
+    let name = args.input.trace.display().to_string();
+    evaluate_array::run(&cfg, &trace, &name, args.report.as_ref(), args.json)
 }
 
 fn print_tables(e: &Evaluation) {

@@ -6,6 +6,7 @@ pub mod convert;
 pub mod demo;
 pub mod detach;
 pub mod evaluate;
+pub mod evaluate_array;
 pub mod formats;
 pub mod plan;
 pub mod reconfigure;

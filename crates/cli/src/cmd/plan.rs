@@ -53,7 +53,7 @@ struct Summary<'a> {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    if args.page_size == 0 || args.page_size % 512 != 0 {
+    if args.page_size == 0 || !args.page_size.is_multiple_of(512) {
         bail!(
             "--page-size: {} is not a positive multiple of 512",
             args.page_size
