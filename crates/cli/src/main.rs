@@ -74,7 +74,24 @@ fn main() {
         Command::Demo(a) => cmd::demo::run(a),
     };
     if let Err(e) = result {
-        eprintln!("reblock: error: {e:#}");
+        eprintln!("reblock: error: {}", render(&e));
         std::process::exit(1);
     }
+}
+
+/// The error and its causes joined by ": ", leaving out a cause whose text the message
+/// already holds (errors that embed their source would otherwise print it twice).
+fn render(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }

@@ -193,3 +193,18 @@ fn demo_runs_from_anywhere_and_writes_its_report() {
     );
     assert!(text.contains("r2/index.html"), "{text}");
 }
+
+/// Regression: a missing file printed its OS error twice ("...(os error 2): ...(os error
+/// 2)") because the error embeds its source and the CLI printed the chain as well.
+#[test]
+fn a_missing_trace_is_named_once_with_its_os_error() {
+    let out = Command::cargo_bin("reblock")
+        .unwrap()
+        .args(["analyze", "/nonexistent/reblock-trace.txt"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/reblock-trace.txt"), "{err}");
+    assert_eq!(err.matches("os error 2").count(), 1, "{err}");
+}

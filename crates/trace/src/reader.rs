@@ -386,11 +386,26 @@ fn sniff(
             path: path.to_path_buf(),
         });
     }
-    let claims: Vec<&'static dyn LineFormat> = candidates
+    if sample.iter().all(|l| l.trim_start().starts_with('#')) {
+        return Err(TraceError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    let mut claims: Vec<&'static dyn LineFormat> = candidates
         .iter()
         .copied()
         .filter(|f| f.sniff(&sample))
         .collect();
+    if claims.is_empty() {
+        // A malformed line among the first ones must not hide which format the file is:
+        // the reader then stops at that line with `FILE:LINE: field F: why` (or skips it
+        // under --skip-bad) instead of a vague "cannot tell".
+        claims = candidates
+            .iter()
+            .copied()
+            .filter(|f| claims_despite_bad_lines(*f, &sample))
+            .collect();
+    }
     match claims.as_slice() {
         [one] => Ok(*one),
         [] => Err(TraceError::Undetected {
@@ -405,6 +420,29 @@ fn sniff(
             ),
         }),
     }
+}
+
+/// Whether `format` claims `sample` once a few lines are left out: the first line that
+/// breaks its sniff is dropped, again and again, at most one line in 16 and never more
+/// than the lines that remain. Only tried when no format claims the sample whole, so a
+/// clean file never pays for it.
+fn claims_despite_bad_lines(format: &dyn LineFormat, sample: &[&str]) -> bool {
+    let budget = (sample.len() / 16).max(1);
+    let mut kept: Vec<&str> = sample.to_vec();
+    for _ in 0..budget {
+        // The shortest prefix the format refuses ends at the line to drop.
+        let Some(bad) = (1..=kept.len()).find(|&n| !format.sniff(&kept[..n])) else {
+            return false; // every prefix passes but the whole does not: no single culprit
+        };
+        kept.remove(bad - 1);
+        if kept.len() < 2 * (sample.len() - kept.len()) {
+            return false;
+        }
+        if format.sniff(&kept) {
+            return true;
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -445,5 +483,30 @@ mod tests {
         );
         let one = sniff(Path::new("t"), &lines, &[&Native, &Ascii, &MsrWindows]).unwrap();
         assert_eq!(one.name(), "native");
+    }
+
+    /// Regression: one malformed line among the first 128 made `auto` say "cannot tell
+    /// the trace format" instead of naming the line and field.
+    #[test]
+    fn a_bad_line_early_does_not_hide_the_format() {
+        let mut lines: Vec<String> = (0..40).map(|i| format!("{i} 2 cc {} 8 R", i * 8)).collect();
+        lines[19] = "19 2 cc 152 8 X".into();
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let f = sniff(Path::new("t"), &sample(&refs), crate::format::formats()).unwrap();
+        assert_eq!(f.name(), "native");
+        // Mostly garbage is still refused, not guessed.
+        let junk: Vec<String> = (0..40).map(|i| format!("junk {i}")).collect();
+        let mut mixed: Vec<&str> = junk.iter().map(String::as_str).collect();
+        mixed[0] = "1 2 cc 3 8 R";
+        let e = sniff(Path::new("t"), &sample(&mixed), crate::format::formats()).err();
+        assert!(matches!(e, Some(TraceError::Undetected { .. })), "{e:?}");
+        // Only comments: empty, not undetected.
+        let e = sniff(
+            Path::new("t"),
+            &sample(&["# a", "# b"]),
+            crate::format::formats(),
+        )
+        .err();
+        assert!(matches!(e, Some(TraceError::Empty { .. })), "{e:?}");
     }
 }
