@@ -104,6 +104,8 @@ struct Extent {
 struct Op {
     extent: usize,
     sectors: u32,
+    /// When it joined its member's queue: the start of its per-device response time.
+    queued_ns: u64,
 }
 
 struct InService {
@@ -423,6 +425,7 @@ impl Replay {
                 let op = self.ops.insert(Op {
                     extent: eid,
                     sectors: req.sectors,
+                    queued_ns: now_ns,
                 }) as u32;
                 let m = &mut self.members[member];
                 m.queue.push(op, req, m.dev.as_ref());
@@ -575,6 +578,8 @@ impl Replay {
             l.service_ns += share_ns;
             let (phase, window) = (l.sub.phase, l.window);
             self.metrics.record_busy(phase, window, share_ns);
+            self.metrics
+                .record_device_response(member, l.sub.req.write, now_ns - o.queued_ns);
             let ext = &mut self.extents[o.extent];
             ext.left -= 1;
             if ext.left == 0 {

@@ -189,17 +189,28 @@ fn print_table(args: &Args, r: &Report) {
     }
     println!();
     println!(
-        "{:<6} {:<24} {:>12} {:>6} {:>10} {:>10} {:>8} {:>8}",
-        "member", "device", "busy s", "util", "I/Os", "seek cyl", "non-seq", "cache"
+        "{:<6} {:<24} {:>12} {:>6} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}",
+        "member",
+        "device",
+        "busy s",
+        "util",
+        "I/Os",
+        "resp ms",
+        "p99 ms",
+        "seek cyl",
+        "non-seq",
+        "cache"
     );
     for d in &r.devices {
         println!(
-            "{:<6} {:<24} {:>12.3} {:>5.1}% {:>10} {:>10.1} {:>7.1}% {:>7.1}%",
+            "{:<6} {:<24} {:>12.3} {:>5.1}% {:>10} {:>10.3} {:>10.3} {:>10.1} {:>7.1}% {:>7.1}%",
             d.member,
             d.name,
             d.busy_time_s,
             100.0 * d.utilization,
             d.ios,
+            d.mean_response_ms,
+            d.p99_response_ms,
             d.mean_seek_cylinders,
             100.0 * d.non_sequential_fraction,
             100.0 * d.cache_hit_fraction
