@@ -294,3 +294,42 @@ fn evaluate_array_refuses_bad_flags_by_name() {
     assert!(!out.status.success(), "--support without --array");
     assert!(String::from_utf8_lossy(&out.stderr).contains("--array"));
 }
+
+/// dlr-frag permutes the pages the workload already uses (seed 002 §6.1): `--out` writes
+/// that placement (targets are the same 16 pages in a new order), and the plan reader
+/// refuses it by name instead of failing on a missing field.
+#[test]
+fn plan_out_writes_a_data_area_placement_for_dlr_frag() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path());
+    let path = dir.path().join("frag.json");
+    let out = reblock()
+        .args(["plan", t.to_str().unwrap(), "--policy", "dlr-frag"])
+        .args(["--k-window", "4", "--out", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let p: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(p["space"], "data-area");
+    let (mut from, mut to) = (Vec::new(), Vec::new());
+    for r in p["ranges"].as_array().unwrap() {
+        let (f, n, t) = (
+            r["fs_page"].as_u64().unwrap(),
+            r["pages"].as_u64().unwrap(),
+            r["target"].as_u64().unwrap(),
+        );
+        from.extend(f..f + n);
+        to.extend(t..t + n);
+    }
+    from.sort_unstable();
+    to.sort_unstable();
+    assert_eq!(from.len(), 16);
+    assert_eq!(from, to, "targets are the workload's own pages");
+    let e = reblock_layout::Plan::from_json(&text, "frag.json").unwrap_err();
+    assert!(e.to_string().contains("data-area"), "{e}");
+}

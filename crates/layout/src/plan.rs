@@ -47,6 +47,11 @@ pub enum PlanError {
         column: usize,
         message: String,
     },
+    #[error(
+        "{file}: space: data-area: this placement reorders the data area's own pages \
+         (dlr-frag); a plan places copies into the BOPT read cache and cannot hold it"
+    )]
+    DataArea { file: String },
     #[error("{file}: version: {found} is not supported (this build reads {PLAN_VERSION})")]
     Version { file: String, found: u32 },
     #[error("page_sectors: plan has {plan}, the device uses {device}")]
@@ -99,6 +104,15 @@ impl Plan {
 
     /// Parses plan.json text; `file` names it in errors.
     pub fn from_json(text: &str, file: &str) -> Result<Plan, PlanError> {
+        // `reblock plan --out` writes a data-area placement (dlr-frag) in its own shape;
+        // say what it is rather than which field is missing.
+        if let Ok(serde_json::Value::Object(v)) = serde_json::from_str(text) {
+            if v.get("space").and_then(|s| s.as_str()) == Some("data-area") {
+                return Err(PlanError::DataArea {
+                    file: file.to_string(),
+                });
+            }
+        }
         let plan: Plan = serde_json::from_str(text).map_err(|e| PlanError::Json {
             file: file.to_string(),
             line: e.line(),

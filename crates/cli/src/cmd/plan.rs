@@ -17,7 +17,8 @@ pub struct Args {
     pub input: TraceInput,
     /// Layout policy: borg (correlated ranges, seed 000 §4.3), hot (most accessed pages
     /// first), dlr-seq (middle-out, seed 002), dlr-frag (reorders the data area's own
-    /// pages; no plan.json), vanilla (nothing moves).
+    /// pages: --out writes that placement, which `reconfigure` cannot apply), vanilla
+    /// (nothing moves).
     #[arg(long, default_value = "borg", value_name = "P")]
     pub policy: String,
     /// Size of the optimized region (BOPT): 64MiB, 1G, ... Its read cache, the BOPT minus
@@ -34,7 +35,13 @@ pub struct Args {
     /// §4.3's threshold); 0 places even isolated ranges.
     #[arg(long, default_value_t = 1, value_name = "W")]
     pub min_edge_weight: u64,
-    /// Write the plan here (plan.json schema, docs/layout.md §5).
+    /// dlr-seq / dlr-frag: score a candidate against only the K placed vertices nearest
+    /// each end of the group (seed 002 §4's k-window refinement); 0 = the whole group.
+    #[arg(long, default_value_t = 0, value_name = "K")]
+    pub k_window: usize,
+    /// Write the plan here (plan.json schema, docs/layout.md §5). For dlr-frag, the
+    /// data-area placement itself (`"space": "data-area"`, the same ranges of FS page,
+    /// pages and target page).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
     /// Print the summary as one JSON object.
@@ -95,22 +102,19 @@ pub fn run(args: Args) -> Result<()> {
         page_sectors: std::num::NonZeroU32::new(page_sectors).expect("checked above"),
         read_cache_pages: Some(u64::from(geo.read_cache_pages)),
         min_edge_weight: args.min_edge_weight,
-        k_window: 0,
+        k_window: args.k_window,
     };
     let (placement, cost) = planner::plan(&args.policy, &requests, &params)?;
     if let Some(out) = &args.out {
-        if placement.space != TargetSpace::ReadCache {
-            bail!(
-                "--out: {} reorders the data area's own pages; plan.json holds read-cache \
-                 placements only (use `reblock evaluate` to measure it)",
-                args.policy
-            );
-        }
-        let plan = reblock_eval::layout::to_layout_plan(&placement);
-        plan.validate(&geo)
-            .context("the planned layout does not fit")?;
-        std::fs::write(out, plan.to_json() + "\n")
-            .with_context(|| format!("writing {}", out.display()))?;
+        let text = if placement.space == TargetSpace::ReadCache {
+            let plan = reblock_eval::layout::to_layout_plan(&placement);
+            plan.validate(&geo)
+                .context("the planned layout does not fit")?;
+            plan.to_json()
+        } else {
+            serde_json::to_string_pretty(&placement)?
+        };
+        std::fs::write(out, text + "\n").with_context(|| format!("writing {}", out.display()))?;
     }
     let summary = Summary {
         trace,
