@@ -75,11 +75,11 @@ impl Layout {
     /// Appends the device requests serving `req` (FS sectors) to `out`; true when every
     /// one of them is served from the optimized layout (a BOPT hit, or relocated pages).
     ///
-    /// `guarded` (seed 001 §5.2.2): behave as the plain layout as far as correctness
-    /// allows — reads go home except dirty pages (the indirector's Guard mode) and writes
-    /// absorb nothing new (its Detaching mode), so the write buffer stops pulling writes
-    /// away from home; writes to mapped pages still go to their slots, which must stay
-    /// current. Layouts without a second copy have nothing to guard.
+    /// `guarded` (seed 001 §5.2.2, extended to writes): behave as the plain layout as far
+    /// as the data allows — the indirector's Bypass mode: reads go home except dirty pages,
+    /// writes go home (nothing new is absorbed, and a mapped page written home leaves the
+    /// map), except a piece covering part of a dirty page. Layouts without a second copy
+    /// have nothing to guard.
     pub fn map(
         &mut self,
         req: &DevRequest,
@@ -93,11 +93,7 @@ impl Layout {
                 false
             }
             Layout::Bopt(ind) => {
-                ind.set_mode(match (guarded, req.write) {
-                    (false, _) => Mode::Normal,
-                    (true, false) => Mode::Guard,
-                    (true, true) => Mode::Detaching,
-                });
+                ind.set_mode(if guarded { Mode::Bypass } else { Mode::Normal });
                 let io = IoRequest {
                     op: if req.write { Op::Write } else { Op::Read },
                     sector: req.sector,

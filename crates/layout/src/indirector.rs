@@ -12,6 +12,11 @@
 //! | none (lines 8-12) | FS, unchanged | write buffer if every full page fits, else FS |
 //! | some (lines 13-27) | FS whole if the mapped pages are clean, else split | mapped -> BOPT dirty; unmapped full pages absorbed while room, rest FS |
 //!
+//! Beyond the seed, [`Mode::Bypass`] stops indirecting as far as the data allows (the
+//! degradation guard, seed 001 §5.2.2, extended to writes): reads go home except dirty
+//! pages, writes go home and free the slots they make stale, except a piece covering only
+//! part of a dirty page, whose other sectors are current only in its slot.
+//!
 //! Partial pages (seed 000 §5.3): a piece that covers only part of an *unmapped* page is
 //! never absorbed — the slot would hold a page only partly written, and filling the rest
 //! needs a read-modify-write — so it goes home, where the page is current. A partial piece
@@ -68,6 +73,9 @@ pub enum Branch {
     PartialWrite,
     /// Guard mode read: dirty pages from the BOPT, everything else from the FS.
     GuardRead,
+    /// Bypass mode write: home, except pieces covering part of a dirty page; the slots of
+    /// the other mapped pages it wrote are freed.
+    BypassWrite,
 }
 
 /// How the indirector treats requests.
@@ -81,6 +89,11 @@ pub enum Mode {
     Guard,
     /// Detaching (seed 001 §3.5.5): nothing new is absorbed; unmapped writes go home.
     Detaching,
+    /// Stop indirecting (degradation guard for reads and writes): reads as in `Guard`;
+    /// writes go home, and a mapped page they make current at home leaves the map (its
+    /// slot would be stale). Only a piece covering part of a dirty page still goes to its
+    /// slot. With no dirty page mapped this is the plain layout, I/O for I/O.
+    Bypass,
 }
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -218,7 +231,7 @@ impl Indirector {
         dirty: usize,
         out: &mut Vec<PhysIo>,
     ) -> Branch {
-        if self.mode == Mode::Guard {
+        if matches!(self.mode, Mode::Guard | Mode::Bypass) {
             if dirty == 0 {
                 self.emit_home_whole(req, out);
             } else {
@@ -264,6 +277,9 @@ impl Indirector {
         out: &mut Vec<PhysIo>,
     ) -> Branch {
         let page = self.geo.page;
+        if self.mode == Mode::Bypass {
+            return self.bypass_write(req, pieces, out);
+        }
         if mapped == pieces.len() {
             for &(p, slot) in pieces {
                 let s = slot.expect("all mapped");
@@ -298,6 +314,42 @@ impl Indirector {
         } else {
             Branch::PartialWrite
         }
+    }
+
+    /// [`Mode::Bypass`] writes: a piece goes to its slot only when it covers part of a
+    /// dirty page (home lacks the page's other sectors); every other piece goes home, and
+    /// the slot of a mapped page written home is freed, since home is now newer.
+    fn bypass_write(
+        &mut self,
+        req: IoRequest,
+        pieces: &[(PagePiece, Option<u32>)],
+        out: &mut Vec<PhysIo>,
+    ) -> Branch {
+        let page = self.geo.page;
+        let to_slot = |map: &Map, p: &PagePiece, slot: Option<u32>| {
+            slot.filter(|&s| map.is_dirty(s) && !p.is_full(page))
+        };
+        let split = pieces
+            .iter()
+            .any(|(p, s)| to_slot(&self.map, p, *s).is_some());
+        if !split {
+            self.emit_home_whole(req, out);
+        }
+        for &(p, slot) in pieces {
+            match (to_slot(&self.map, &p, slot), slot) {
+                (Some(s), _) => self.emit_bopt(s, p, Op::Write, out),
+                (None, stale) => {
+                    if split {
+                        self.emit_home(p, Op::Write, out);
+                    }
+                    if let Some(s) = stale {
+                        self.map.remove_slot(s).expect("mapped slot");
+                        self.segs.sub(&self.geo, s);
+                    }
+                }
+            }
+        }
+        Branch::BypassWrite
     }
 
     /// Lines 22-24: takes a write-buffer slot for a full unmapped page, if room.

@@ -231,6 +231,44 @@ fn guard_mode_sends_reads_home_except_dirty_pages() {
 }
 
 #[test]
+fn bypass_mode_writes_home_and_frees_the_slots_it_makes_stale() {
+    // Pages 10, 11, 12 in slots 4, 5, 6; 11 and 12 dirty.
+    let mut ind = with_read_cache(&[(10, 4), (11, 5), (12, 6)]);
+    run(&mut ind, W, 88, 16);
+    ind.set_mode(Mode::Bypass);
+    // Nothing is absorbed: an unmapped write goes home whole.
+    assert_eq!(
+        run(&mut ind, W, 400, 8),
+        (Branch::BypassWrite, vec![(D, W, 400, 8, 0)])
+    );
+    assert!(ind.map().lookup(50).is_none());
+    // Clean page 10 (part of it) and dirty page 11 (all of it) are made current at home:
+    // one home write, and both slots leave the map.
+    assert_eq!(
+        run(&mut ind, W, 84, 12),
+        (Branch::BypassWrite, vec![(D, W, 84, 12, 0)])
+    );
+    assert_eq!(ind.map().lookup(10), None);
+    assert_eq!(ind.map().lookup(11), None);
+    // Part of dirty page 12: home lacks its other sectors, so the piece goes to slot 6,
+    // and the rest of the request home around it.
+    assert_eq!(
+        run(&mut ind, W, 100, 8),
+        (
+            Branch::BypassWrite,
+            vec![(B, W, 852, 4, 0), (D, W, 104, 4, 4)]
+        )
+    );
+    assert_eq!(ind.map().lookup(12), Some(6));
+    assert!(ind.map().is_dirty(6));
+    // Reads as in guard mode: dirty page 12 from its slot.
+    assert_eq!(
+        run(&mut ind, R, 88, 16),
+        (Branch::GuardRead, vec![(D, R, 88, 8, 0), (B, R, 848, 8, 8)])
+    );
+}
+
+#[test]
 fn detaching_mode_absorbs_nothing() {
     let mut ind = with_read_cache(&[(11, 5)]);
     ind.set_mode(Mode::Detaching);

@@ -34,7 +34,8 @@ enum Action {
     Flush {
         unmap: bool,
     },
-    Guard(bool),
+    /// Normal, guard, bypass (the guard extended to writes) or detaching.
+    Mode(Mode),
     Crash,
 }
 
@@ -47,7 +48,13 @@ fn action() -> impl Strategy<Value = Action> {
         2 => (pairs, 1..4u64).prop_map(|(pairs, max_copy_pages)| Action::Reconfigure { pairs, max_copy_pages }),
         1 => Just(Action::Destage),
         1 => any::<bool>().prop_map(|unmap| Action::Flush { unmap }),
-        1 => any::<bool>().prop_map(Action::Guard),
+        2 => prop_oneof![
+            Just(Mode::Normal),
+            Just(Mode::Guard),
+            Just(Mode::Bypass),
+            Just(Mode::Detaching),
+        ]
+        .prop_map(Action::Mode),
         1 => Just(Action::Crash),
     ]
 }
@@ -283,9 +290,7 @@ impl World {
                     .collect();
                 assert_eq!(home, self.plain);
             }
-            Action::Guard(on) => self
-                .ind
-                .set_mode(if *on { Mode::Guard } else { Mode::Normal }),
+            Action::Mode(mode) => self.ind.set_mode(*mode),
             Action::Crash => self.crash(),
         }
         self.ind.check();
