@@ -15,7 +15,13 @@
 //!   overwritten before the new one is durable.
 //! * `state` (Mutex): the indirector and the dirty-segment set; held only while routing.
 //!
-//! Lock order: commit, gate, state.
+//! * `stripes` (RwLocks keyed by page): a byte write that is not sector aligned holds the
+//!   stripes of its sectors exclusively across its read, patch and write back, so two
+//!   writers of different bytes of one sector cannot write back each other's stale
+//!   bytes; a sector-aligned write holds its stripes shared (it never reads back), so
+//!   aligned writes still run in parallel and are never undone by a racing patch.
+//!
+//! Lock order: stripes (ascending), commit, gate, state.
 
 use crate::format::{Layout, Summary, Superblock, FLAG_DIRTY, FLAG_NEEDS_CHECK};
 use crate::meta::{self, MetaError, RebuildReport};
@@ -166,6 +172,7 @@ pub struct Engine {
     opts: EngineOptions,
     state: Mutex<State>,
     gate: RwLock<()>,
+    stripes: Vec<RwLock<()>>,
     commit: Mutex<CommitState>,
     read_only: AtomicBool,
     needs_check: AtomicBool,
@@ -175,6 +182,14 @@ pub struct Engine {
     last_io_ns: AtomicU64,
     recovery: RebuildReport,
     replan: Mutex<Option<crate::replan::ReplanStatus>>,
+}
+
+/// Number of page-keyed locks serialising sub-sector read-modify-write.
+const STRIPES: usize = 64;
+
+enum StripeGuard<'a> {
+    Shared(#[allow(dead_code)] std::sync::RwLockReadGuard<'a, ()>),
+    Exclusive(#[allow(dead_code)] std::sync::RwLockWriteGuard<'a, ()>),
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -280,6 +295,7 @@ impl Engine {
                 },
             }),
             gate: RwLock::new(()),
+            stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
             commit: Mutex::new(CommitState {
                 sb,
                 durable_copy: loaded.copy,
@@ -419,18 +435,46 @@ impl Engine {
         Ok(())
     }
 
-    /// Byte-granular write: sub-sector edges are read, patched and written back.
+    /// Byte-granular write: sub-sector edges are read, patched and written back, with
+    /// the sectors' stripes held exclusively from the read to the write back.
     pub fn write_bytes(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        if offset.is_multiple_of(512) && buf.len().is_multiple_of(512) {
-            return self.write_sectors(buf, offset / 512);
-        }
+        let aligned = offset.is_multiple_of(512) && buf.len().is_multiple_of(512);
         let start = offset / 512 * 512;
         let end = (offset + buf.len() as u64).div_ceil(512) * 512;
+        let _stripes = self.lock_stripes(start / 512, end / 512, !aligned);
+        if aligned {
+            return self.write_sectors(buf, offset / 512);
+        }
         let mut tmp = vec![0u8; (end - start) as usize];
         self.read_sectors(&mut tmp, start / 512)?;
         let at = (offset - start) as usize;
         tmp[at..at + buf.len()].copy_from_slice(buf);
         self.write_sectors(&tmp, start / 512)
+    }
+
+    /// Locks the stripes of the pages holding sectors `first..end`, in ascending stripe
+    /// order (so two writers never wait on each other crosswise).
+    fn lock_stripes(&self, first: u64, end: u64, exclusive: bool) -> Vec<StripeGuard<'_>> {
+        let per_page = self.geo.page.sectors();
+        let (p0, p1) = (first / per_page, (end.max(first + 1) - 1) / per_page);
+        let n = STRIPES as u64;
+        let mut ids: Vec<usize> = if p1 - p0 + 1 >= n {
+            (0..STRIPES).collect()
+        } else {
+            (p0..=p1).map(|p| (p % n) as usize).collect()
+        };
+        ids.sort_unstable();
+        ids.dedup();
+        ids.into_iter()
+            .map(|i| {
+                let l = &self.stripes[i];
+                if exclusive {
+                    StripeGuard::Exclusive(l.write().unwrap_or_else(|e| e.into_inner()))
+                } else {
+                    StripeGuard::Shared(l.read().unwrap_or_else(|e| e.into_inner()))
+                }
+            })
+            .collect()
     }
 
     /// Makes every write completed before the call durable, map included: data synced

@@ -244,3 +244,52 @@ fn superblock_torn_write_falls_back_to_the_previous_generation() {
     assert_eq!(after.sb.generation, before.generation);
     assert!(after.copy_errors[copy as usize].is_some());
 }
+
+/// Regression: `write_bytes` patched sub-sector writes by reading the enclosing sectors,
+/// patching and writing them back with no lock across the three steps, so two writers of
+/// separate 64-byte pieces of one sector could each write back the other's stale bytes
+/// (8 NBD connections lost 29 of 32,000 such writes). Every piece must end as written.
+#[test]
+fn concurrent_sub_sector_writes_to_one_sector_are_not_lost() {
+    const WRITERS: u64 = 8;
+    const PIECE: u64 = 64;
+    let (store, l) = setup();
+    let e = Arc::new(open(&store));
+    let sectors = l.data_bytes / 512;
+    let passes = 4u8;
+    let threads: Vec<_> = (0..WRITERS)
+        .map(|t| {
+            let e = e.clone();
+            std::thread::spawn(move || {
+                for pass in 1..=passes {
+                    for s in 0..sectors {
+                        let fill = pass.wrapping_mul(16) ^ (t as u8 + 1) ^ (s as u8);
+                        e.write_bytes(&[fill; PIECE as usize], s * 512 + t * PIECE)
+                            .unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut lost = Vec::new();
+    let mut buf = vec![0u8; 512];
+    for s in 0..sectors {
+        e.read_bytes(&mut buf, s * 512).unwrap();
+        for t in 0..WRITERS {
+            let fill = passes.wrapping_mul(16) ^ (t as u8 + 1) ^ (s as u8);
+            let at = (t * PIECE) as usize;
+            if buf[at..at + PIECE as usize].iter().any(|&b| b != fill) {
+                lost.push((s, t));
+            }
+        }
+    }
+    assert!(
+        lost.is_empty(),
+        "{} pieces lost, first {:?}",
+        lost.len(),
+        &lost[..lost.len().min(5)]
+    );
+}
