@@ -5,6 +5,14 @@
 //! the next media access interrupts it. A later read whose sectors lie inside a segment is
 //! a hit; if the read-ahead has not reached them yet, the hit waits for it. Writes
 //! invalidate the segments they overlap. Fixed-size storage: no allocation per request.
+//!
+//! With write caching, written data waits in a [`WriteBuffer`] (at most the cache's size
+//! in sectors) until the drive writes it back to the media; see [`crate::hdd`] for when
+//! that happens and how its time is counted.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::DevRequest;
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Segment {
@@ -46,6 +54,8 @@ pub struct Cache {
     pub segment_sectors: u32,
     pub read_hit_overhead_ns: f64,
     pub write_caching: bool,
+    /// Cached writes not yet on the media (empty without write caching).
+    pub dirty: WriteBuffer,
     clock: u64,
     /// The segment whose read-ahead may still run (only the last miss's can).
     pending: Option<usize>,
@@ -63,6 +73,7 @@ impl Cache {
             segment_sectors,
             read_hit_overhead_ns,
             write_caching,
+            dirty: WriteBuffer::new(segments as u64 * segment_sectors as u64),
             clock: 0,
             pending: None,
         }
@@ -77,6 +88,11 @@ impl Cache {
 
     pub fn segment(&self, i: usize) -> &Segment {
         &self.segments[i]
+    }
+
+    /// Whether segment `i` is the one whose read-ahead may still run.
+    pub fn is_pending(&self, i: usize) -> bool {
+        self.pending == Some(i)
     }
 
     pub fn touch(&mut self, i: usize) {
@@ -143,5 +159,87 @@ impl Cache {
                 s.valid = false;
             }
         }
+    }
+}
+
+/// Cached writes waiting to be written back, oldest first, holding at most `limit`
+/// sectors. Rewriting sectors that are still waiting adds nothing (the cache absorbs it).
+#[derive(Clone, Debug, Default)]
+pub struct WriteBuffer {
+    queue: VecDeque<DevRequest>,
+    /// Writes taken off the queue so far: the number of the oldest one waiting.
+    popped: u64,
+    /// (start, sectors) -> number of the newest waiting write with exactly that extent.
+    index: BTreeMap<(u64, u32), u64>,
+    sectors: u64,
+    limit: u64,
+}
+
+/// How many queued extents before a read's start [`WriteBuffer::covers`] looks at.
+const COVER_LOOKBACK: usize = 8;
+
+impl WriteBuffer {
+    pub fn new(limit: u64) -> WriteBuffer {
+        WriteBuffer {
+            limit,
+            ..WriteBuffer::default()
+        }
+    }
+
+    /// Most sectors it holds: the cache's size.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Sectors waiting.
+    pub fn sectors(&self) -> u64 {
+        self.sectors
+    }
+
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// The `i`-th oldest write waiting.
+    pub fn get(&self, i: usize) -> Option<&DevRequest> {
+        self.queue.get(i)
+    }
+
+    /// Whether one waiting write, not counting the `skip` oldest, holds all of
+    /// `[start, end)` (a read of it is a hit, a rewrite of it is absorbed). Looks at the
+    /// few extents starting nearest before `start`, which finds it unless many
+    /// overlapping writes are waiting.
+    pub fn covers(&self, start: u64, end: u64, skip: usize) -> bool {
+        let oldest = self.popped + skip as u64;
+        self.queue.len() > skip
+            && self
+                .index
+                .range(..=(start, u32::MAX))
+                .rev()
+                .take(COVER_LOOKBACK)
+                .any(|(&(s, n), &number)| number >= oldest && end <= s + n as u64)
+    }
+
+    pub fn push(&mut self, req: DevRequest) {
+        let number = self.popped + self.queue.len() as u64;
+        self.index.insert((req.sector, req.sectors), number);
+        self.sectors += req.sectors as u64;
+        self.queue.push_back(req);
+    }
+
+    /// Takes the oldest write (it is on the media now).
+    pub fn pop(&mut self) -> Option<DevRequest> {
+        let req = self.queue.pop_front()?;
+        let key = (req.sector, req.sectors);
+        if self.index.get(&key) == Some(&self.popped) {
+            self.index.remove(&key);
+        }
+        self.popped += 1;
+        self.sectors -= req.sectors as u64;
+        Some(req)
     }
 }

@@ -13,17 +13,25 @@
 //! waits most of a revolution (the Cheetah "sequential, no cache" case of the models
 //! README, ~half a revolution on average).
 //!
-//! With the on-board cache ([`crate::cache`]) reads may hit read-ahead segments, and with
-//! write caching a write is acknowledged after the command overhead while the media write
-//! runs in the background; a later media access waits for it (that wait is reported in
-//! `overhead_ns`).
+//! With the on-board cache ([`crate::cache`]) reads may hit read-ahead segments.
+//!
+//! Write caching (write-back): a write is acknowledged once it is in the cache, after the
+//! command overhead, and waits there, with at most the cache's size of data waiting. The
+//! media work is not skipped, only moved: whenever the drive is idle it writes the oldest
+//! waiting write back (seek, rotation and transfer, timed like any media access), and a
+//! write that finds the cache full waits until enough has been written back to make room
+//! (its response grows to the media's pace). Every write-back counts as busy time, once:
+//! inside the service of the request that waited for it, or, when it ran while the drive
+//! was idle, in [`Service::background_ns`] of the next request (and in [`Device::drain`]
+//! after the last one). A media access waits for a write-back in progress; a read of data
+//! still waiting in the cache is a hit. Waits for the media are reported in `overhead_ns`.
 
 use crate::cache::Cache;
 use crate::energy::{Activity, PowerModel};
 use crate::geometry::{Geometry, Location};
 use crate::params::{HddParams, LoadedModel, ModelParams};
 use crate::seek::SeekModel;
-use crate::{DevRequest, Device, Service};
+use crate::{DevRequest, Device, Drain, Service};
 
 /// Rotational waits this close (ns) to a full turn are rounding noise around zero: a
 /// request issued at the (rounded) end of the previous one must not lose a revolution.
@@ -45,8 +53,10 @@ pub struct Hdd {
     activity: Activity,
     cyl: u32,
     head: u32,
-    /// End of the background write (write caching) the media is busy with.
-    busy_until_ns: f64,
+    /// (start, end) of the last write-back of a cached write.
+    write_back: (f64, f64),
+    /// End of the last service: busy time is counted up to here.
+    served_until_ns: f64,
 }
 
 /// The timing of one media access.
@@ -64,13 +74,38 @@ struct Media {
 /// What serving a request will do, computed without changing the drive.
 #[derive(Clone, Copy, Debug)]
 enum Plan {
-    Hit(usize),
-    /// A media access starting at `start_ns`; `background` for a cached write.
-    Media {
-        start_ns: f64,
-        media: Media,
-        background: bool,
-    },
+    /// A read served from the cache: a read-ahead segment, or data waiting to be written.
+    Hit(Option<usize>),
+    /// A media access starting at `start_ns`.
+    Media { start_ns: f64, media: Media },
+    /// A write taken into the cache (`absorbed`: it rewrites data still waiting there).
+    Cached { absorbed: bool },
+}
+
+/// The write-backs of cached writes a service runs: in the idle time before it, and to
+/// make room for a write. Computed without changing the drive.
+#[derive(Clone, Copy, Debug, Default)]
+struct WriteBacks {
+    /// How many of the oldest waiting writes, and their sectors.
+    count: usize,
+    sectors: u64,
+    /// When the first of them started: the head leaves any read-ahead then.
+    first_start_ns: Option<f64>,
+    /// (start, end) of the last write-back started, this service or before.
+    last: (f64, f64),
+    /// Where the head is after them.
+    head: (u32, u32),
+    /// Their media time while the drive was idle: busy time outside the service.
+    idle_ns: f64,
+    seek_ns: f64,
+    transfer_ns: f64,
+    cylinders: u64,
+}
+
+/// Length of `[a, b)` within `[from, to)`.
+#[inline]
+fn overlap((a, b): (f64, f64), from: f64, to: f64) -> f64 {
+    (b.min(to) - a.max(from)).max(0.0)
 }
 
 impl Hdd {
@@ -109,7 +144,8 @@ impl Hdd {
             activity: Activity::default(),
             cyl: 0,
             head: 0,
-            busy_until_ns: 0.0,
+            write_back: (0.0, 0.0),
+            served_until_ns: 0.0,
         }
     }
 
@@ -230,61 +266,165 @@ impl Hdd {
         }
     }
 
+    /// Adds the write-back of the next waiting write, started at `at_ns` or when the
+    /// previous write-back ends, to `wb`; returns its (start, end).
+    fn write_back_next(&self, wb: &mut WriteBacks, at_ns: f64, req: &DevRequest) -> (f64, f64) {
+        let start = at_ns.max(wb.last.1);
+        let from = if wb.count == 0 {
+            self.head_at(start)
+        } else {
+            wb.head
+        };
+        let m = self.media(start, from, req);
+        wb.count += 1;
+        wb.sectors += req.sectors as u64;
+        wb.first_start_ns.get_or_insert(start);
+        wb.last = (start, m.end_ns);
+        wb.head = m.end;
+        wb.seek_ns += m.seek_ns;
+        wb.transfer_ns += m.transfer_ns;
+        wb.cylinders += m.cylinders;
+        wb.last
+    }
+
+    /// The write-backs the drive runs while idle before `start`: from the end of the last
+    /// service, oldest first, each once the previous one is done.
+    fn idle_write_backs(&self, start: f64) -> WriteBacks {
+        let mut wb = WriteBacks {
+            last: self.write_back,
+            head: (self.cyl, self.head),
+            // What a write-back in progress did past the end of the last service.
+            idle_ns: overlap(self.write_back, self.served_until_ns, start),
+            ..WriteBacks::default()
+        };
+        let Some(c) = self.cache.as_ref() else {
+            return wb;
+        };
+        while let Some(w) = c.dirty.get(wb.count) {
+            if wb.last.1.max(self.served_until_ns) >= start {
+                break;
+            }
+            let span = self.write_back_next(&mut wb, self.served_until_ns, w);
+            wb.idle_ns += overlap(span, self.served_until_ns, start);
+        }
+        wb
+    }
+
     /// The service of `req` at `start_ns` and what it does, without changing the drive.
-    fn plan(&self, start_ns: u64, req: &DevRequest) -> (Service, Plan) {
+    fn plan(&self, start_ns: u64, req: &DevRequest) -> (Service, WriteBacks, Plan) {
         let start = start_ns as f64;
         let end_sector = req.sector + req.sectors as u64;
-        if let Some(c) = self.cache.as_ref().filter(|_| !req.write) {
-            if let Some(i) = c.find(req.sector, end_sector) {
-                // A hit waits for read-ahead that has not reached its sectors yet.
-                let wait = (c.segment(i).ready_ns(end_sector) - start).max(0.0);
-                let s = service(c.read_hit_overhead_ns, 0.0, 0.0, wait, 0, true);
-                return (s, Plan::Hit(i));
-            }
-        }
+        let mut wb = self.idle_write_backs(start);
         let overhead = if req.write {
             self.overhead_write_ns
         } else {
             self.overhead_read_ns
         };
-        let background = req.write && self.cache.as_ref().is_some_and(|c| c.write_caching);
-        let media_start = (start + overhead).max(self.busy_until_ns);
-        let media = self.media(media_start, self.head_at(media_start), req);
-        let s = if background {
-            service(overhead, 0.0, 0.0, 0.0, media.cylinders, false)
+        if let Some(c) = self.cache.as_ref() {
+            if !req.write {
+                if c.dirty.covers(req.sector, end_sector, wb.count) {
+                    let s = service(c.read_hit_overhead_ns, 0.0, 0.0, 0.0, &wb, 0, true);
+                    return (s, wb, Plan::Hit(None));
+                }
+                let found = c.find(req.sector, end_sector).filter(|&i| {
+                    // A write-back started since took the head off the read-ahead.
+                    match wb.first_start_ns {
+                        Some(t) if c.is_pending(i) => end_sector <= c.segment(i).end_at(t),
+                        _ => true,
+                    }
+                });
+                if let Some(i) = found {
+                    // A hit waits for read-ahead that has not reached its sectors yet.
+                    let wait = (c.segment(i).ready_ns(end_sector) - start).max(0.0);
+                    let s = service(c.read_hit_overhead_ns, 0.0, 0.0, wait, &wb, 0, true);
+                    return (s, wb, Plan::Hit(Some(i)));
+                }
+            } else if c.write_caching && (req.sectors as u64) <= c.dirty.limit() {
+                let absorbed = c.dirty.covers(req.sector, end_sector, wb.count);
+                let mut acked = start + overhead;
+                if !absorbed {
+                    // Full: write back the oldest until this write fits.
+                    let mut waiting = c.dirty.sectors() - wb.sectors;
+                    while waiting + req.sectors as u64 > c.dirty.limit() {
+                        let w = c.dirty.get(wb.count).expect("waiting data to write back");
+                        acked = self.write_back_next(&mut wb, start + overhead, w).1;
+                        waiting -= w.sectors as u64;
+                    }
+                }
+                let s = service(acked - start, 0.0, 0.0, 0.0, &wb, 0, false);
+                return (s, wb, Plan::Cached { absorbed });
+            }
+        }
+        // A media access waits for a write-back in progress.
+        let media_start = (start + overhead).max(wb.last.1);
+        let from = if wb.count > 0 {
+            wb.head
         } else {
-            let queued = media_start - start;
-            service(
-                queued,
-                media.seek_ns,
-                media.rotate_ns,
-                media.transfer_ns,
-                media.cylinders,
-                false,
-            )
+            self.head_at(media_start)
         };
+        let media = self.media(media_start, from, req);
+        let s = service(
+            media_start - start,
+            media.seek_ns,
+            media.rotate_ns,
+            media.transfer_ns,
+            &wb,
+            media.cylinders,
+            false,
+        );
         let plan = Plan::Media {
             start_ns: media_start,
             media,
-            background,
         };
-        (s, plan)
+        (s, wb, plan)
     }
 
-    fn commit(&mut self, req: &DevRequest, plan: Plan) {
+    /// Applies the write-backs of a plan.
+    fn commit_write_backs(&mut self, wb: &WriteBacks) {
+        self.write_back = wb.last;
+        if wb.count == 0 {
+            return;
+        }
+        if let Some(c) = self.cache.as_mut() {
+            if let Some(t) = wb.first_start_ns {
+                c.interrupt(t);
+            }
+            for _ in 0..wb.count {
+                c.dirty.pop();
+            }
+        }
+        (self.cyl, self.head) = wb.head;
+        self.activity.seek_ns += wb.seek_ns as u64;
+        self.activity.transfer_ns += wb.transfer_ns as u64;
+    }
+
+    fn commit(
+        &mut self,
+        start_ns: u64,
+        req: &DevRequest,
+        s: &Service,
+        wb: &WriteBacks,
+        plan: Plan,
+    ) {
+        self.commit_write_backs(wb);
+        self.served_until_ns = (start_ns + s.total_ns) as f64;
         let end_sector = req.sector + req.sectors as u64;
         let capacity = self.geom.capacity_sectors();
         match plan {
             Plan::Hit(i) => {
-                if let Some(c) = self.cache.as_mut() {
+                if let (Some(c), Some(i)) = (self.cache.as_mut(), i) {
                     c.touch(i);
                 }
             }
-            Plan::Media {
-                start_ns,
-                media,
-                background,
-            } => {
+            Plan::Cached { absorbed } => {
+                if let Some(c) = self.cache.as_mut() {
+                    c.invalidate(req.sector, end_sector);
+                    if !absorbed {
+                        c.dirty.push(*req);
+                    }
+                }
+            }
+            Plan::Media { start_ns, media } => {
                 if let Some(c) = self.cache.as_mut() {
                     c.interrupt(start_ns);
                     if req.write {
@@ -299,14 +439,16 @@ impl Hdd {
                         );
                     }
                 }
-                if background {
-                    self.busy_until_ns = media.end_ns;
-                }
                 (self.cyl, self.head) = media.end;
                 self.activity.seek_ns += media.seek_ns as u64;
                 self.activity.transfer_ns += media.transfer_ns as u64;
             }
         }
+    }
+
+    /// Cached writes waiting to be written back, in sectors.
+    pub fn dirty_sectors(&self) -> u64 {
+        self.cache.as_ref().map_or(0, |c| c.dirty.sectors())
     }
 
     /// The sector of track (`cyl`, `head`) that comes under the head first when a seek
@@ -329,11 +471,14 @@ impl Hdd {
     }
 }
 
+/// A service's figures; the head travel of the write-backs it ran counts in its
+/// `seek_cylinders`, their idle-time media work in its `background_ns`.
 fn service(
     overhead: f64,
     seek: f64,
     rotate: f64,
     transfer: f64,
+    wb: &WriteBacks,
     cylinders: u64,
     hit: bool,
 ) -> Service {
@@ -349,7 +494,8 @@ fn service(
         seek_ns: s,
         rotate_ns: r,
         transfer_ns: t,
-        seek_cylinders: cylinders,
+        background_ns: wb.idle_ns.round() as u64,
+        seek_cylinders: cylinders + wb.cylinders,
         cache_hit: hit,
     }
 }
@@ -362,8 +508,8 @@ impl Device for Hdd {
         self.geom.capacity_sectors()
     }
     fn service(&mut self, start_ns: u64, req: &DevRequest) -> Service {
-        let (s, plan) = self.plan(start_ns, req);
-        self.commit(req, plan);
+        let (s, wb, plan) = self.plan(start_ns, req);
+        self.commit(start_ns, req, &s, &wb, plan);
         s
     }
     fn estimate_ns(&self, start_ns: u64, req: &DevRequest) -> u64 {
@@ -377,5 +523,21 @@ impl Device for Hdd {
     }
     fn energy_j(&self, elapsed_ns: u64) -> Option<f64> {
         self.power.map(|p| p.energy_j(elapsed_ns, self.activity))
+    }
+    /// Writes back everything still waiting in the cache, as the idle drive does after
+    /// its last request.
+    fn drain(&mut self) -> Drain {
+        let mut wb = self.idle_write_backs(f64::INFINITY);
+        // Both parts of a write-back in progress: `idle_write_backs` counts what ran after
+        // the last service up to its own end.
+        let busy = wb.idle_ns;
+        wb.idle_ns = 0.0;
+        self.commit_write_backs(&wb);
+        let end = self.write_back.1.max(self.served_until_ns);
+        self.served_until_ns = end;
+        Drain {
+            busy_ns: busy.round() as u64,
+            end_ns: end.round() as u64,
+        }
     }
 }

@@ -40,16 +40,30 @@ pub struct DevRequest {
 /// Where the time of one service went. All times in nanoseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Service {
-    /// Total service time: what disk busy time adds up.
+    /// Total service time: the request's response on an idle device. Disk busy time
+    /// adds these up, plus `background_ns`.
     pub total_ns: u64,
     pub overhead_ns: u64,
     pub seek_ns: u64,
     pub rotate_ns: u64,
     pub transfer_ns: u64,
-    /// Cylinders the head travelled (0 for SSDs and cache hits).
+    /// Media work the device did while idle before this request (a disk writing cached
+    /// writes back): busy time, but not part of this request's service or response.
+    pub background_ns: u64,
+    /// Cylinders the head travelled, including for `background_ns` work (0 for SSDs).
     pub seek_cylinders: u64,
     /// Served from the on-board cache without touching the media.
     pub cache_hit: bool,
+}
+
+/// What a device still does after its last request, e.g. a disk writing back the writes
+/// waiting in its cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Drain {
+    /// Busy time that no [`Service`] reported.
+    pub busy_ns: u64,
+    /// When the device is done (no later than its last service if it had nothing left).
+    pub end_ns: u64,
 }
 
 /// A device that serves one request at a time.
@@ -73,6 +87,11 @@ pub trait Device: Send {
     /// Energy in joules spent over `elapsed_ns` of wall time, of which the services so far
     /// were busy; `None` when the model has no power figures.
     fn energy_j(&self, elapsed_ns: u64) -> Option<f64>;
+    /// Finishes the work still pending after the last request (the replay calls it once
+    /// at the end, and counts its busy time). Nothing by default.
+    fn drain(&mut self) -> Drain {
+        Drain::default()
+    }
 }
 
 /// One member I/O of an array request.

@@ -224,25 +224,157 @@ fn a_rotationally_optimal_child_waits_less_than_a_sector() {
 }
 
 #[test]
-fn write_caching_acknowledges_at_once_and_delays_the_next_media_access() {
+fn write_caching_acknowledges_from_the_cache_and_still_pays_the_write_back() {
     let mut d = hdd("cheetah15k5");
     d.set_head(0);
     let w = d.service(0, &write(200_000_000, 8));
     assert_eq!(w.total_ns, 0, "overhead 0: acknowledged from the cache");
-    assert!(
-        w.seek_cylinders > 0,
-        "the head still travels for the destage"
-    );
-    // A read right away must wait for the background write (reported as overhead).
-    let r = d.service(0, &read(0, 8));
-    assert!(r.overhead_ns > 3_000_000, "{r:?}");
-    // Write-through without the cache: the write itself pays seek and rotation.
+    assert_eq!(d.dirty_sectors(), 8);
+    // Reading the data back while it waits in the cache is a hit.
+    let hit = d.service(0, &read(200_000_000, 8));
+    assert!(hit.cache_hit && hit.total_ns == 162_000, "{hit:?}");
+
+    // The idle drive writes the data back at once: 1 ms later a media read waits for
+    // that write-back to finish (reported as overhead); the 1 ms before the read is
+    // busy time outside the read's service.
+    let mut d = hdd("cheetah15k5");
+    d.set_head(0);
+    let w = d.service(0, &write(200_000_000, 8));
+    let r = d.service(1_000_000, &read(0, 8));
+    assert!(r.overhead_ns > 2_000_000, "{r:?}");
+    assert_eq!(r.background_ns, 1_000_000);
+    assert_eq!(d.dirty_sectors(), 0);
+    assert_eq!(d.drain().busy_ns, 0, "nothing left to write back");
+    // Busy time is exactly the media work of writing through and then reading.
+    let busy = w.total_ns + r.background_ns + r.total_ns;
     let mut nc = hdd("cheetah15k5").without_cache();
-    let w = nc.service(0, &write(200_000_000, 8));
+    nc.set_head(0);
+    let w_nc = nc.service(0, &write(200_000_000, 8));
     assert!(
-        w.seek_ns > 3_000_000
-            && w.total_ns == w.seek_ns + w.rotate_ns + w.transfer_ns + w.overhead_ns
+        w_nc.seek_ns > 3_000_000
+            && w_nc.total_ns == w_nc.seek_ns + w_nc.rotate_ns + w_nc.transfer_ns + w_nc.overhead_ns
     );
+    let r_nc = nc.service(w_nc.total_ns, &read(0, 8));
+    assert!(
+        busy.abs_diff(w_nc.total_ns + r_nc.total_ns) < 10,
+        "{busy} vs {} + {}",
+        w_nc.total_ns,
+        r_nc.total_ns
+    );
+
+    // A write long before a request was written back while the drive was idle: only
+    // the request's `background_ns` includes it.
+    let w2 = d.service(GAP_NS, &write(100_000_000, 8));
+    let r2 = d.service(2 * GAP_NS, &read(50_000_000, 8));
+    assert_eq!(w2.total_ns, 0);
+    assert!(r2.background_ns > 3_000_000, "{r2:?}");
+    assert_eq!(r2.overhead_ns, 0, "no wait: the write-back was over");
+}
+
+#[test]
+fn a_rewrite_of_data_waiting_in_the_cache_is_absorbed() {
+    let mut d = hdd("wd2500aaks");
+    d.service(0, &write(5_000, 16));
+    d.service(0, &write(5_008, 8));
+    assert_eq!(d.dirty_sectors(), 16);
+    d.service(0, &write(5_012, 8));
+    assert_eq!(d.dirty_sectors(), 24, "not inside one waiting write");
+    let dr = d.drain();
+    assert!(dr.busy_ns > 0 && d.dirty_sectors() == 0, "{dr:?}");
+    let again = d.drain();
+    assert_eq!(
+        (again.busy_ns, again.end_ns),
+        (0, dr.end_ns),
+        "drained once"
+    );
+}
+
+/// Serves `reqs` arriving `gap_ns` apart first come first served on `d`, then drains it:
+/// each request's response (completion minus arrival) and the busy time (services,
+/// idle-time work and the drain).
+fn fcfs(d: &mut Hdd, reqs: &[DevRequest], gap_ns: u64) -> (Vec<u64>, u64) {
+    let (mut free_ns, mut busy) = (0u64, 0u64);
+    let mut responses = Vec::with_capacity(reqs.len());
+    for (i, r) in reqs.iter().enumerate() {
+        let arrival = i as u64 * gap_ns;
+        let start = arrival.max(free_ns);
+        let s = d.service(start, r);
+        free_ns = start + s.total_ns;
+        busy += s.total_ns + s.background_ns;
+        responses.push(free_ns - arrival);
+    }
+    (responses, busy + d.drain().busy_ns)
+}
+
+fn random_writes(d: &Hdd, n: usize, sectors: u32, seed: u64) -> Vec<DevRequest> {
+    let mut rng = Rng(seed);
+    let cap = d.capacity_sectors() - sectors as u64;
+    (0..n).map(|_| write(rng.below(cap), sectors)).collect()
+}
+
+#[test]
+fn cached_writes_are_charged_their_write_back_in_busy_time() {
+    // Regression: with write caching on, a write cost only its command overhead (0 for
+    // the Cheetah), the cache never filled and the write-back was never charged, so
+    // 2000 random 4 KiB writes 0.1 ms apart on the Cheetah gave 0 s of busy time
+    // against 11.55 s with the cache off: the primary metric was wrong for any
+    // write-heavy trace. The write-back does the same seek, rotation and transfer as
+    // writing through, in the same order, so busy time must match the cache-off run up
+    // to the rotational waits, which differ because the write-backs start at other
+    // times (random, they average out over 2000 writes). The bound 0.5x..1.2x: below
+    // 1.2x, caching never costs noticeably more media time than writing through; down
+    // to 0.5x leaves room for a drive that reorders its write-backs to seek less, which
+    // is a real gain, but cannot remove the rotation and transfer that dominate.
+    for name in ["cheetah15k5", "wd2500aaks", "wd360gd"] {
+        let on = hdd(name);
+        let off = hdd(name).without_cache();
+        let reqs = random_writes(&on, 2_000, 8, 7);
+        let (resp_on, busy_on) = fcfs(&mut on.clone(), &reqs, 100_000);
+        let (resp_off, busy_off) = fcfs(&mut off.clone(), &reqs, 100_000);
+        let ratio = busy_on as f64 / busy_off as f64;
+        assert!(
+            (0.5..1.2).contains(&ratio),
+            "{name}: {busy_on} vs {busy_off}"
+        );
+        assert!(busy_off as f64 > 2_000.0 * 3e6, "{name}: {busy_off}");
+        // The 8 MB fit in the cache: acknowledged at once, unlike writing through.
+        let mean = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len() as f64;
+        assert!(mean(&resp_on) < 0.2e6, "{name}: {}", mean(&resp_on));
+        assert!(mean(&resp_off) > 100e6, "{name}: {}", mean(&resp_off));
+    }
+}
+
+#[test]
+fn a_write_burst_larger_than_the_cache_waits_for_write_back_once_it_is_full() {
+    // The Cheetah's cache holds 32 x 1200 sectors: 4800 writes of 8 sectors. 7000 of
+    // them 0.1 ms apart, much faster than the ~5.8 ms each write-back takes: the first
+    // ones are acknowledged at once, then the cache is full and each write waits for a
+    // write-back, so the responses grow with the backlog.
+    let mut d = hdd("cheetah15k5");
+    let limit = 32 * 1200;
+    let reqs = random_writes(&d, 7_000, 8, 11);
+    let (mut free_ns, mut responses) = (0u64, Vec::new());
+    for (i, r) in reqs.iter().enumerate() {
+        let arrival = i as u64 * 100_000;
+        let start = arrival.max(free_ns);
+        free_ns = start + d.service(start, r).total_ns;
+        responses.push(free_ns - arrival);
+        assert!(d.dirty_sectors() <= limit, "{}", d.dirty_sectors());
+    }
+    let mean_ms = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len() as f64 / 1e6;
+    // The drive writes back ~1 in 58 arrivals meanwhile: full after ~4880 writes.
+    assert!(
+        mean_ms(&responses[..4_500]) < 0.01,
+        "{}",
+        mean_ms(&responses[..4_500])
+    );
+    let (a, b, c) = (
+        mean_ms(&responses[5_000..5_500]),
+        mean_ms(&responses[6_000..6_500]),
+        mean_ms(&responses[6_500..]),
+    );
+    assert!(a > 100.0 && a < b && b < c, "{a} {b} {c}");
+    assert_eq!(d.dirty_sectors(), limit, "still full at the end");
 }
 
 #[test]
@@ -266,6 +398,19 @@ fn estimate_matches_service_and_leaves_the_state() {
         let e = d.estimate_ns(i * 7_000_000, &r);
         assert_eq!(e, d.estimate_ns(i * 7_000_000, &r));
         assert_eq!(e, d.service(i * 7_000_000, &r).total_ns);
+    }
+    // With writes waiting in the cache: write-backs in the idle time before a request,
+    // waits for one in progress, a full cache, hits on waiting data.
+    let mut t = 0u64;
+    for i in 0..20_000u64 {
+        let r = DevRequest {
+            sector: rng.below(1 << 20) * 8,
+            sectors: 8 << rng.below(3),
+            write: rng.below(3) > 0,
+        };
+        let e = d.estimate_ns(t, &r);
+        assert_eq!(e, d.service(t, &r).total_ns, "request {i}");
+        t += e + rng.below(if i % 1000 < 900 { 200_000 } else { 20_000_000 });
     }
 }
 

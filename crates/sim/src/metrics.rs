@@ -6,7 +6,7 @@
 //! the trace.
 
 use hdrhistogram::Histogram;
-use reblock_device::Service;
+use reblock_device::{Drain, Service};
 use serde::Serialize;
 
 const NS_PER_MS: f64 = 1e6;
@@ -196,7 +196,8 @@ pub struct DeviceReport {
     pub member: usize,
     pub name: String,
     pub busy_time_s: f64,
-    /// Busy time over the replay's duration.
+    /// Busy time over the replay's duration (to the end of the work it still owed after
+    /// the last request, if later).
     pub utilization: f64,
     pub ios: u64,
     /// Member I/Os before merging: the pieces of requests this member served.
@@ -252,6 +253,8 @@ pub struct Report {
 struct DeviceAcc {
     name: String,
     busy_ns: u64,
+    /// When the member finished its work after the last I/O (see `record_drain`).
+    end_ns: u64,
     acc: Acc,
 }
 
@@ -282,6 +285,7 @@ impl Metrics {
                 .map(|name| DeviceAcc {
                     name,
                     busy_ns: 0,
+                    end_ns: 0,
                     acc: Acc::new(DEVICE_DIGITS),
                 })
                 .collect(),
@@ -326,10 +330,28 @@ impl Metrics {
         self.overall.record_io(svc, non_sequential);
         self.phases[phase.index()].record_io(svc, non_sequential);
         let dev = &mut self.devices[member];
-        dev.busy_ns += svc.total_ns;
+        dev.busy_ns += svc.total_ns + svc.background_ns;
         dev.acc.record_io(svc, non_sequential);
         if let Some(acc) = self.window_mut(window) {
             acc.record_io(svc, non_sequential);
+        }
+        // Media work the device did while idle before this I/O (cached writes written
+        // back) is busy time no request's service holds: counted in this I/O's group.
+        if svc.background_ns > 0 {
+            self.record_busy(phase, window, svc.background_ns);
+        }
+    }
+
+    /// Busy time a member spent after its last I/O (its write-back cache emptying).
+    pub(crate) fn record_drain(&mut self, member: usize, drain: Drain) {
+        let ns = drain.busy_ns;
+        let dev = &mut self.devices[member];
+        dev.busy_ns += ns;
+        dev.end_ns = drain.end_ns;
+        self.overall.busy_ns += ns;
+        self.phases[Phase::Normal.index()].busy_ns += ns;
+        if let Some(acc) = self.windows.last_mut() {
+            acc.busy_ns += ns;
         }
     }
 
@@ -367,7 +389,7 @@ impl Metrics {
                     member,
                     name: d.name.clone(),
                     busy_time_s: d.busy_ns as f64 / NS_PER_S,
-                    utilization: ratio(d.busy_ns, makespan_ns),
+                    utilization: ratio(d.busy_ns, makespan_ns.max(d.end_ns)),
                     ios: s.ios,
                     member_ios: s.requests,
                     mean_response_ms: s.mean_response_ms,

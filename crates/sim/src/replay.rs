@@ -238,11 +238,14 @@ impl Replay {
         }
         let makespan_ns = self.last_completion_ns;
         let merged = self.members.iter().map(|m| m.queue.merges()).sum();
-        let energy = self
-            .members
-            .iter()
-            .map(|m| m.dev.energy_j(makespan_ns))
-            .collect();
+        // Work the devices still owe (a disk's write-back cache emptying) is busy time
+        // too; each device's energy covers it.
+        let mut energy = Vec::with_capacity(self.members.len());
+        for (i, m) in self.members.iter_mut().enumerate() {
+            let drain = m.dev.drain();
+            self.metrics.record_drain(i, drain);
+            energy.push(m.dev.energy_j(makespan_ns.max(drain.end_ns)));
+        }
         Ok(self.metrics.report(makespan_ns, merged, energy))
     }
 
