@@ -67,15 +67,23 @@ fn random_cylinder_reads(d: &Hdd, lo: u32, hi: u32, n: usize, sectors: u32) -> V
 #[test]
 fn random_reads_over_the_disk_match_the_analytic_mean() {
     // Expected: E[seek(d)] over the triangular distance distribution + T_rot/2 + transfer.
-    // The seed's shortcut seekTime(C/3) is off by Jensen's gap for these curves (+2.9% for
+    // The seed's shortcut seekTime(C/3) is off by Jensen's gap for these curves (+2.8% for
     // the Barracuda's convex tail, -3.5% for the Cheetah's concave table), so both are
-    // checked: tightly against the exact mean, loosely against the shortcut.
+    // checked: tightly against the exact mean, and against the shortcut within the
+    // issue's 3% for the Barracuda. The Cheetah is the exception, at 4.5%: its measured
+    // table is concave all the way (no linear tail), so seekTime(C/3) overestimates the
+    // mean seek by 3.5% whatever the model does; its exact mean is still met within 1.5%.
     type SeekFn = Box<dyn Fn(f64) -> f64>;
-    let cases: [(&str, SeekFn, f64); 2] = [
-        ("barracuda", Box::new(|d| BARRACUDA.seek_ms(d)), 8.0 / 152.0),
-        ("cheetah15k5", Box::new(cheetah_table()), 8.0 / 960.0),
+    let cases: [(&str, SeekFn, f64, f64); 2] = [
+        (
+            "barracuda",
+            Box::new(|d| BARRACUDA.seek_ms(d)),
+            8.0 / 152.0,
+            0.03,
+        ),
+        ("cheetah15k5", Box::new(cheetah_table()), 8.0 / 960.0, 0.045),
     ];
-    for (name, seek, xfer_rev) in cases {
+    for (name, seek, xfer_rev, shortcut_tolerance) in cases {
         let mut d = hdd(name).without_cache();
         let c = d.geometry().cylinders();
         let t_rot = d.rotation_ns() / 1e6;
@@ -88,10 +96,49 @@ fn random_reads_over_the_disk_match_the_analytic_mean() {
             "{name}: {mean} vs {exact}"
         );
         assert!(
-            (mean - shortcut).abs() / shortcut < 0.045,
+            (mean - shortcut).abs() / shortcut < shortcut_tolerance,
             "{name}: {mean} vs {shortcut}"
         );
     }
+}
+
+#[test]
+fn barracuda_uniformly_random_4k_reads_meet_the_seeds_formula_within_3_percent() {
+    // The bar: random 4 KiB reads over the whole disk at low load (uniformly
+    // random addresses, 100 ms apart, cache off) within 3% of seekTime(C/3) + T_rot/2 +
+    // transfer, eq. 2.1 of seed 001 with the Barracuda's curve. Uniform addresses weigh
+    // a cylinder by its sectors (outer zones more), which shortens the mean seek a little
+    // against uniform cylinders; the transfer is that of 8 sectors, averaged the same way.
+    let d = hdd("barracuda").without_cache();
+    let g = d.geometry();
+    let (cap, c, t_rot) = (d.capacity_sectors(), g.cylinders(), d.rotation_ns() / 1e6);
+    let mut rng = Rng(2024);
+    let reqs: Vec<_> = (0..100_000).map(|_| read(rng.below(cap - 8), 8)).collect();
+    let (mean, _) = mean_ms(&mut d.clone(), &reqs, GAP_NS);
+
+    let spt: Vec<f64> = g
+        .zones()
+        .iter()
+        .flat_map(|z| std::iter::repeat_n(z.sectors_per_track as f64, z.cylinders as usize))
+        .collect();
+    let total: f64 = spt.iter().sum();
+    let transfer = spt.iter().map(|s| s / total * 8.0 / s * t_rot).sum::<f64>();
+    let shortcut = BARRACUDA.seek_ms(c as f64 / 3.0) + t_rot / 2.0 + transfer;
+    assert!(
+        (mean - shortcut).abs() / shortcut < 0.03,
+        "{mean} vs {shortcut}"
+    );
+    // And the exact expectation for these addresses: E[seek] over pairs of cylinders
+    // weighted by their sectors, 2.3% above the shortcut (Jensen's gap); the simulated
+    // mean (13.85 ms against 13.49 ms) adds the occasional track switch.
+    let mut seek = 0.0;
+    for i in 0..spt.len() {
+        for j in i + 1..spt.len() {
+            seek += 2.0 * spt[i] * spt[j] * BARRACUDA.seek_ms((j - i) as f64);
+        }
+    }
+    let exact = seek / (total * total) + t_rot / 2.0 + transfer;
+    assert!((mean - exact).abs() / exact < 0.01, "{mean} vs {exact}");
 }
 
 #[test]
