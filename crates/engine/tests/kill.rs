@@ -3,6 +3,12 @@
 //! sectors with periodic FLUSH; the server gets SIGKILL at a random moment; a new server
 //! recovers the image; every sector must read back the write that was flushed last, or a
 //! later one (never an older one), and the map must be consistent.
+//!
+//! Two connections write at once, each to its own half of the export; only the first
+//! sends FLUSH, so the second half's flushed state relies on multi-conn (checked to be
+//! advertised). Every other round the server re-plans continuously (a random plan
+//! applied whenever the previous one finished), so the kill lands while reconfiguration
+//! moves are in flight.
 
 mod common;
 
@@ -10,6 +16,7 @@ use common::Client;
 use reblock_engine::background::{Background, BackgroundOptions};
 use reblock_engine::format::LayoutRequest;
 use reblock_engine::{Engine, EngineOptions, FileStore, Layout};
+use reblock_layout::Plan;
 use reblock_nbd::{ExportSet, Listen, Server, ServerConfig};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -41,7 +48,9 @@ fn child_server() {
     let Ok(spec) = std::env::var("REBLOCK_KILL_CHILD") else {
         return;
     };
-    let (image, sock) = spec.split_once('|').unwrap();
+    let mut parts = spec.split('|');
+    let (image, sock) = (parts.next().unwrap(), parts.next().unwrap());
+    let reconfig = parts.next() == Some("reconfig");
     let (engine, _) = Engine::open(
         open_store(Path::new(image)),
         EngineOptions {
@@ -57,24 +66,61 @@ fn child_server() {
         .start()
         .unwrap();
     let _bg = Background::start(
-        engine,
+        engine.clone(),
         BackgroundOptions {
             rate_bytes_per_s: 1 << 30,
             idle_ms: 0,
         },
     );
+    let progress = format!("{sock}.steps");
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ u64::from(std::process::id());
+    let mut moves_done = 0;
     loop {
-        std::thread::sleep(Duration::from_secs(1));
+        std::thread::sleep(Duration::from_millis(5));
+        let r = engine.status().reconfiguration;
+        let done_now = r.steps_total - r.steps_pending;
+        if reconfig && !engine.reconfig_pending() {
+            moves_done += done_now;
+            engine
+                .reconfigure(random_plan(&mut rng, engine.layout()))
+                .unwrap();
+        }
+        // Reconfiguration moves executed so far, for the parent to see that the kill hit
+        // a re-planning server; written aside and renamed so it is never read half-written.
+        let tmp = format!("{progress}.tmp");
+        let _ = std::fs::write(&tmp, format!("{}", moves_done + done_now));
+        let _ = std::fs::rename(&tmp, &progress);
     }
 }
 
-fn spawn_child(image: &Path, sock: &Path) -> Child {
+/// A plan placing random FS pages in random read-cache slots (each slot at most once).
+fn random_plan(rng: &mut u64, l: &Layout) -> Plan {
+    let mut next = || {
+        *rng ^= *rng << 13;
+        *rng ^= *rng >> 7;
+        *rng ^= *rng << 17;
+        *rng
+    };
+    let mut plan = Plan::new(8, "kill-test");
+    let fs_pages = l.data_bytes / 4096;
+    let mut used = std::collections::HashSet::new();
+    for slot in 0..u64::from(l.read_cache_pages) {
+        let p = next() % fs_pages;
+        if next() % 4 > 0 && used.insert(p) {
+            plan.push(p, 1, slot);
+        }
+    }
+    plan
+}
+
+fn spawn_child(image: &Path, sock: &Path, reconfig: bool) -> Child {
     let _ = std::fs::remove_file(sock);
+    let mode = if reconfig { "reconfig" } else { "plain" };
     let child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_server", "--nocapture", "--test-threads=1"])
         .env(
             "REBLOCK_KILL_CHILD",
-            format!("{}|{}", image.display(), sock.display()),
+            format!("{}|{}|{mode}", image.display(), sock.display()),
         )
         .spawn()
         .unwrap();
@@ -90,15 +136,25 @@ fn spawn_child(image: &Path, sock: &Path) -> Child {
 }
 
 struct Model {
+    /// Per sector, the ids written to it in issue order (one writer per sector).
     history: Vec<Vec<u64>>,
+    /// Per sector, the newest id whose write was acknowledged.
+    acked: Vec<u64>,
     flushed: Vec<u64>,
     next_id: u64,
 }
 
-fn workload(sock: &Path, model: Arc<Mutex<Model>>, seed: u64) {
+/// One connection's writes to sectors `lo..hi`, with a FLUSH every 8 requests when
+/// `flusher` (the FLUSH covers every sector: the other connection's acknowledged writes
+/// too, per multi-conn).
+fn workload(sock: &Path, model: Arc<Mutex<Model>>, seed: u64, lo: u64, hi: u64, flusher: bool) {
     let Ok(mut c) = Client::connect(sock) else {
         return;
     };
+    assert!(
+        c.flags & common::FLAG_CAN_MULTI_CONN != 0,
+        "the test relies on multi-conn flush semantics"
+    );
     let mut x = seed | 1;
     let mut rnd = move |n: u64| {
         x ^= x << 13;
@@ -106,16 +162,10 @@ fn workload(sock: &Path, model: Arc<Mutex<Model>>, seed: u64) {
         x ^= x << 17;
         x % n
     };
-    let sectors = DATA_BYTES / SECTOR as u64;
+    let sectors = hi - lo;
     for i in 0.. {
-        if i % 8 == 7 {
-            let snap: Vec<u64> = model
-                .lock()
-                .unwrap()
-                .history
-                .iter()
-                .map(|h| *h.last().unwrap())
-                .collect();
+        if flusher && i % 8 == 7 {
+            let snap = model.lock().unwrap().acked.clone();
             if c.flush().is_err() {
                 return;
             }
@@ -123,11 +173,11 @@ fn workload(sock: &Path, model: Arc<Mutex<Model>>, seed: u64) {
             continue;
         }
         let (first, n) = if rnd(4) > 0 {
-            (rnd(sectors / 8) * 8, 8 * (1 + rnd(4)))
+            (lo + rnd(sectors / 8) * 8, 8 * (1 + rnd(4)))
         } else {
-            (rnd(sectors - 16), 1 + rnd(15))
+            (lo + rnd(sectors - 16), 1 + rnd(15))
         };
-        let n = n.min(sectors - first);
+        let n = n.min(hi - first);
         let id = {
             let mut m = model.lock().unwrap();
             m.next_id += 1;
@@ -140,6 +190,10 @@ fn workload(sock: &Path, model: Arc<Mutex<Model>>, seed: u64) {
         let buf: Vec<u8> = (first..first + n).flat_map(|s| stamp(id, s)).collect();
         if c.write(first * SECTOR as u64, &buf).is_err() {
             return;
+        }
+        let mut m = model.lock().unwrap();
+        for s in first..first + n {
+            m.acked[s as usize] = id;
         }
     }
 }
@@ -164,6 +218,7 @@ fn verify(sock: &Path, model: &mut Model) {
         );
         model.history[s] = vec![id];
         model.flushed[s] = id;
+        model.acked[s] = id;
     }
 }
 
@@ -188,29 +243,57 @@ fn sigkill_during_writes_loses_no_flushed_byte() {
     Engine::format(open_store(&image).as_ref(), &layout, 7).unwrap();
     let model = Arc::new(Mutex::new(Model {
         history: vec![vec![0]; sectors as usize],
+        acked: vec![0; sectors as usize],
         flushed: vec![0; sectors as usize],
         next_id: 0,
     }));
     let rounds = if std::env::var("REBLOCK_CRASH_SOAK").is_ok_and(|v| v == "1") {
         30
     } else {
-        4
+        6
     };
-    let mut child = spawn_child(&image, &sock);
+    let progress = PathBuf::from(format!("{}.steps", sock.display()));
+    let mut child = spawn_child(&image, &sock, false);
+    let mut reconfig_kills = 0;
     for round in 0..rounds {
-        let m = model.clone();
-        let s = sock.clone();
-        let client = std::thread::spawn(move || workload(&s, m, round + 11));
+        let half = sectors / 2;
+        let clients: Vec<_> = [(0, half, true), (half, sectors, false)]
+            .into_iter()
+            .enumerate()
+            .map(|(k, (lo, hi, flusher))| {
+                let m = model.clone();
+                let s = sock.clone();
+                let seed = round * 2 + k as u64 + 11;
+                std::thread::spawn(move || workload(&s, m, seed, lo, hi, flusher))
+            })
+            .collect();
         std::thread::sleep(Duration::from_millis(150 + 97 * round % 400));
+        let moves = std::fs::read_to_string(&progress).unwrap_or_default();
         child.kill().unwrap();
         child.wait().unwrap();
-        client.join().unwrap();
-        child = spawn_child(&image, &sock);
+        for c in clients {
+            c.join().unwrap();
+        }
+        if round % 2 == 1 {
+            // The server was re-planning: its moves must have been running at the kill.
+            let done: u64 = moves.trim().parse().unwrap_or(0);
+            assert!(
+                done > 0,
+                "round {round}: no reconfiguration move ran ({moves:?})"
+            );
+            reconfig_kills += 1;
+        }
+        let _ = std::fs::remove_file(&progress);
+        // The server of every odd round re-plans from its start, so the verification
+        // reads below race its moves too (seed 001 §3.5.2).
+        child = spawn_child(&image, &sock, round % 2 == 0);
         verify(&sock, &mut model.lock().unwrap());
     }
     child.kill().unwrap();
     child.wait().unwrap();
     let ids = model.lock().unwrap().next_id;
-    println!("SIGKILL rounds: {rounds}, writes issued: {ids}");
+    println!(
+        "SIGKILL rounds: {rounds} ({reconfig_kills} while reconfiguring), writes issued: {ids}"
+    );
     assert!(ids > 10 * rounds, "the workload barely ran ({ids} writes)");
 }

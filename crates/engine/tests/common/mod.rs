@@ -10,7 +10,12 @@ pub struct Client {
     s: UnixStream,
     cookie: u64,
     pub size: u64,
+    /// Transmission flags the server advertised.
+    pub flags: u16,
 }
+
+/// Transmission flag: a flush on one connection covers writes completed on all.
+pub const FLAG_CAN_MULTI_CONN: u16 = 1 << 8;
 
 fn rd<const N: usize>(s: &mut UnixStream) -> [u8; N] {
     let mut b = [0u8; N];
@@ -33,6 +38,7 @@ impl Client {
         opt.extend_from_slice(&0u16.to_be_bytes()); // no info requests
         s.write_all(&opt)?;
         let mut size = 0;
+        let mut flags = 0;
         loop {
             let h: [u8; 20] = rd(&mut s);
             let kind = u32::from_be_bytes(h[12..16].try_into().unwrap());
@@ -43,12 +49,18 @@ impl Client {
                 1 => break,
                 3 if u16::from_be_bytes([data[0], data[1]]) == 0 => {
                     size = u64::from_be_bytes(data[2..10].try_into().unwrap());
+                    flags = u16::from_be_bytes([data[10], data[11]]);
                 }
                 3 => {}
                 other => panic!("option reply {other:#x}"),
             }
         }
-        Ok(Client { s, cookie: 0, size })
+        Ok(Client {
+            s,
+            cookie: 0,
+            size,
+            flags,
+        })
     }
 
     fn request(
