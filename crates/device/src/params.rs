@@ -371,6 +371,16 @@ fn typed<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, Mo
     serde_path_to_error::deserialize(de).map_err(|e| {
         let key = e.path().to_string();
         let inner = e.into_inner();
+        // A missing key: name it in full; the span is that of the enclosing table (line 1,
+        // column 1 for the top level), which would point at the wrong place.
+        if let Some(field) = missing_field(inner.message()) {
+            let key = if key.is_empty() || key == "." {
+                field.to_string()
+            } else {
+                format!("{key}.{field}")
+            };
+            return key_err(file, &key, "missing (required)");
+        }
         let at = inner
             .span()
             .map(|s| {
@@ -385,6 +395,15 @@ fn typed<T: serde::de::DeserializeOwned>(file: &str, text: &str) -> Result<T, Mo
             key_err(file, &key, message)
         }
     })
+}
+
+/// The field of serde's "missing field `x`" message.
+fn missing_field(message: &str) -> Option<&str> {
+    message
+        .strip_prefix("missing field `")?
+        .split('`')
+        .next()
+        .filter(|f| !f.is_empty())
 }
 
 fn line_col(text: &str, offset: usize) -> (usize, usize) {

@@ -30,12 +30,10 @@ pub const DEFAULT_BLOCK_SECTORS: u64 = 8;
 pub enum SpecError {
     #[error("device spec `{spec}`: {message}")]
     Syntax { spec: String, message: String },
-    #[error("device spec `{spec}`: {source}")]
-    Model {
-        spec: String,
-        #[source]
-        source: ModelError,
-    },
+    /// The model's error is part of the message and not also a `source()`: printing the
+    /// error and its chain would say it twice.
+    #[error("device spec `{spec}`: {error}")]
+    Model { spec: String, error: ModelError },
 }
 
 /// The devices of a spec and how logical requests map onto them.
@@ -137,9 +135,9 @@ fn parse_array(spec: &str, kind: &str, rest: &str) -> Result<Built, SpecError> {
 
 /// One device: `hdd:NAME`, `ssd:NAME`, `NAME`, or a TOML path, then `:cache=off`.
 fn parse_device(spec: &str, device: &str) -> Result<Box<dyn Device>, SpecError> {
-    let model_err = |source| SpecError::Model {
+    let model_err = |error| SpecError::Model {
         spec: spec.to_string(),
-        source,
+        error,
     };
     let (body, cache_off) = match device.strip_suffix(":cache=off") {
         Some(b) => (b, true),

@@ -1,5 +1,7 @@
 //! Device specs and parameter files: what builds, and what errors say.
 
+use std::error::Error;
+
 use reblock_device::params::{self, builtin};
 use reblock_device::{parse_spec, SpecError};
 
@@ -87,8 +89,17 @@ fn a_bad_parameter_file_names_the_file_and_the_key() {
     assert!(e.contains("key `seek.b_ms`"), "{e}");
     let e = load_err(&GOOD.replace("segments = 8", "segmnets = 8"));
     assert!(e.contains("cache") && e.contains("segmnets"), "{e}");
+    // A missing key is named in full, without the enclosing table's position (line 1,
+    // column 1 for the top level, which pointed at nothing useful).
     let e = load_err(&GOOD.replace("rpm = 7200.0\n", ""));
-    assert!(e.contains("rpm"), "{e}");
+    assert_eq!(e, "bad.toml: key `rpm`: missing (required)");
+    let e = load_err(&GOOD.replace("segments = 8\n", ""));
+    assert_eq!(e, "bad.toml: key `cache.segments`: missing (required)");
+    let e = load_err(&GOOD.replacen("sectors_per_track = 186\n", "", 1));
+    assert_eq!(
+        e,
+        "bad.toml: key `zones[0].sectors_per_track`: missing (required)"
+    );
     let e = load_err(&GOOD.replace("rpm = 7200.0", "rpm = -1.0"));
     assert!(e.contains("key `rpm`: must be positive"), "{e}");
     let e = load_err(&GOOD.replace("first_cylinder = 646", "first_cylinder = 650"));
@@ -112,4 +123,51 @@ fn a_toml_path_is_a_device_spec() {
     assert!(e.contains("mydisk.toml: key `surfaces`"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(builtin("cheetah").is_ok());
+}
+
+/// The error and its `source()` chain joined by ": ", as a plain `{:#}` of anyhow prints
+/// it (the CLI prints the chain).
+fn chain(e: &dyn Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
+}
+
+#[test]
+fn a_spec_error_says_its_cause_once() {
+    // Regression: the model's error was both in the message and the `source()`, so the
+    // printed chain said "unknown device model `nosuch`; known models: ...: unknown
+    // device model `nosuch`; known models: ..." (and likewise for bad TOML files).
+    let e = parse_spec("hdd:nosuch").unwrap_err();
+    let text = chain(&e);
+    assert_eq!(
+        text.matches("unknown device model `nosuch`").count(),
+        1,
+        "{text}"
+    );
+    assert!(text.starts_with("device spec `hdd:nosuch`: "), "{text}");
+    assert!(text.contains("known models: "), "{text}");
+
+    let dir = std::env::temp_dir().join(format!("reblock-device-once-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("norpm.toml");
+    std::fs::write(&path, GOOD.replace("rpm = 7200.0\n", "")).unwrap();
+    let e = parse_spec(path.to_str().unwrap()).unwrap_err();
+    let text = chain(&e);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(
+        text.matches("norpm.toml").count(),
+        2,
+        "spec and file: {text}"
+    );
+    assert_eq!(text.matches("key `rpm`").count(), 1, "{text}");
+    assert!(
+        text.ends_with("norpm.toml: key `rpm`: missing (required)"),
+        "{text}"
+    );
 }
