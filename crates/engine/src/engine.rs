@@ -479,8 +479,20 @@ impl Engine {
 
     /// Makes every write completed before the call durable, map included: data synced
     /// first, then the changed segment summaries written and synced (docs/format.md).
+    ///
+    /// After a failed commit (NEEDS_CHECK set on a writable engine) every FLUSH fails with
+    /// EIO: the durable map is whatever the failed commit left, which only `reblock check`
+    /// may judge, so a retry that happens to succeed must not tell the client its writes
+    /// are safe. (An engine opened read-only on a NEEDS_CHECK image wrote nothing, so its
+    /// FLUSH has nothing to promise and succeeds.)
     pub fn flush(&self) -> io::Result<()> {
+        if self.needs_check.load(Relaxed) && !self.opts.read_only {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
         let mut c = lock(&self.commit);
+        if self.needs_check.load(Relaxed) && !self.opts.read_only {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
         let snap = {
             let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
             self.snapshot(&c)

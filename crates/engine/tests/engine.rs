@@ -293,3 +293,26 @@ fn concurrent_sub_sector_writes_to_one_sector_are_not_lost() {
         &lost[..lost.len().min(5)]
     );
 }
+
+/// Regression: after a failed metadata commit (NEEDS_CHECK set), `flush` retried the
+/// commit (the failed snapshot's segments were re-dirtied) and, once the device took
+/// writes again, reported success: a client saw FLUSH succeed on a map nobody had checked.
+/// With NEEDS_CHECK set, FLUSH must keep failing (EIO), like writes (EROFS).
+#[test]
+fn flush_after_a_failed_commit_keeps_failing() {
+    let (store, _) = setup();
+    let e = open(&store);
+    e.write_sectors(&page(5), 0).unwrap();
+    store.fail_writes(Some(Dev::Bopt));
+    assert!(e.flush().is_err());
+    store.fail_writes(None);
+    let err = e
+        .flush()
+        .expect_err("a later FLUSH must not retry the commit");
+    assert_eq!(err.raw_os_error(), Some(5), "{err}");
+    assert!(e.status().needs_check);
+    let err = e.write_bytes(&[1; 100], 10).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc_erofs()));
+    let err = reblock_nbd::Export::write_at(&e, &page(1), 0, true).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc_erofs()));
+}
