@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 
 use reblock_device::DevRequest;
 use reblock_layout::{
-    diff, DiffOptions, Geometry, Indirector, IoRequest, Mode, Op, PhysIo, Plan, Region, Step,
+    diff, CopyKind, CopyOp, DiffOptions, Geometry, Indirector, IoRequest, Mode, Op, PageRun,
+    PhysIo, Plan, Region, Step,
 };
 use reblock_plan::{Placement, TargetSpace};
 use reblock_sim::Mapper;
@@ -110,6 +111,42 @@ impl Layout {
             }
             Layout::Permuted(p) => p.map(req, out),
         }
+    }
+
+    /// Before a guarded request: writes home (and marks clean, still mapped) each dirty
+    /// page that would split it between home and the BOPT, appending the copies (read
+    /// from the slot, written home) to `out`; returns the pages written. A dirty page
+    /// keeps its home copy stale, so without this every guarded request touching it is
+    /// split — for good on a workload that is not page aligned, since only a write of the
+    /// whole page would clean it. A request all of whose pages are dirty is not split,
+    /// and a write covering a dirty page whole makes home current by itself.
+    pub fn write_back_splitting(&mut self, req: &DevRequest, out: &mut Vec<DevRequest>) -> u64 {
+        let Layout::Bopt(ind) = self else {
+            return 0;
+        };
+        let g = *ind.geometry();
+        let (mut pieces, mut dirty) = (0usize, Vec::new());
+        for p in g.page.split(req.sector, u64::from(req.sectors)) {
+            pieces += 1;
+            let Some(slot) = ind.map().lookup(p.page) else {
+                continue;
+            };
+            if ind.map().is_dirty(slot) && !(req.write && p.is_full(g.page)) {
+                dirty.push((slot, p.page));
+            }
+        }
+        if dirty.is_empty() || (!req.write && dirty.len() == pieces) {
+            return 0;
+        }
+        for &(slot, page) in &dirty {
+            let step = Step::Copy(CopyOp {
+                kind: CopyKind::WriteBack,
+                src: PageRun::new(Region::Bopt, u64::from(slot), 1),
+                dst: PageRun::new(Region::Data, page, 1),
+            });
+            run_step(ind, &step, out).expect("a write-back read off the live map applies");
+        }
+        dirty.len() as u64
     }
 
     /// Turns the layout into `placement`'s: returns the copy I/O and applies the map
@@ -288,6 +325,8 @@ pub struct Cell {
     pub layout: Layout,
     /// The guard's state for the requests mapped from now on.
     pub guarded: bool,
+    /// Dirty pages the guard wrote home during this replay.
+    pub written_back_pages: u64,
     pub requests: u64,
     pub hits: u64,
     phys: Vec<PhysIo>,
@@ -299,6 +338,7 @@ pub fn share(layout: Layout) -> Shared {
     Arc::new(Mutex::new(Cell {
         layout,
         guarded: false,
+        written_back_pages: 0,
         requests: 0,
         hits: 0,
         phys: Vec::new(),
@@ -315,8 +355,12 @@ impl Mapper for SharedMapper {
             layout,
             phys,
             guarded,
+            written_back_pages,
             ..
         } = &mut *cell;
+        if *guarded {
+            *written_back_pages += layout.write_back_splitting(req, out);
+        }
         let hit = layout.map(req, out, phys, *guarded);
         cell.requests += 1;
         cell.hits += u64::from(hit);

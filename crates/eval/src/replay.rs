@@ -18,6 +18,8 @@ pub struct Measured {
     pub summary: Summary,
     pub requests: u64,
     pub hits: u64,
+    /// Dirty pages the guard wrote home (their copies are in `summary`).
+    pub written_back_pages: u64,
 }
 
 fn sim_config(speed: f64) -> Config {
@@ -57,6 +59,7 @@ pub fn normal(
         cell.requests = 0;
         cell.hits = 0;
         cell.guarded = false;
+        cell.written_back_pages = 0;
     }
     let mut source = PhaseSource {
         reqs,
@@ -72,6 +75,7 @@ pub fn normal(
         summary,
         requests: cell.requests,
         hits: cell.hits,
+        written_back_pages: cell.written_back_pages,
     })
 }
 

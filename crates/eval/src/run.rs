@@ -97,7 +97,9 @@ impl<'a> Runner<'a> {
                 Training::Cumulative => &reqs[..end],
                 Training::Partial => &reqs[start..end],
             };
-            let tail = &reqs[end.saturating_sub(PREDICT_EPOCHS * self.epoch()).max(start)..end];
+            // At most half the phase, so that the trial plan has data of its own.
+            let tail_len = (PREDICT_EPOCHS * self.epoch()).min((end - start) / 2);
+            let tail = &reqs[end - tail_len..end];
             let (io, cost, hurt) = self.reconfigure(policy, &mut layout, train, tail)?;
             trial_hurt = hurt;
             let s = replay::copies(&self.cfg.device, &io.requests)?;
@@ -193,12 +195,14 @@ impl<'a> Runner<'a> {
         guarded: &[bool],
     ) -> PhaseResult {
         let s = &m.summary;
-        debug_assert_eq!(m.requests, s.requests);
+        // The summary also counts the guard's write-back copies.
+        debug_assert!(m.requests <= s.requests);
+        let page_bytes = u64::from(self.cfg.page_sectors) * 512;
         PhaseResult {
             name: format!("N{i}"),
             kind: PhaseKind::Normal,
             busy_time_s: s.busy_time_s,
-            requests: s.requests,
+            requests: m.requests,
             reads: s.reads,
             writes: s.writes,
             ios: s.ios,
@@ -212,9 +216,9 @@ impl<'a> Runner<'a> {
             write_mean_response_ms: s.write_mean_response_ms,
             non_sequential_fraction: s.non_sequential_fraction,
             mean_seek_cylinders: s.mean_seek_cylinders,
-            bytes_moved: 0,
+            bytes_moved: m.written_back_pages * page_bytes,
             diff_pages: 0,
-            destage_pages: 0,
+            destage_pages: m.written_back_pages,
             plan: None,
             first_request: start as u64,
             end_request: end as u64,
@@ -224,11 +228,12 @@ impl<'a> Runner<'a> {
     }
 
     /// Plans from `train` and turns the layout into the plan. With the guard, every new
-    /// plan is first tried on the last requests `tail` (a shadow replay of the layout it
-    /// would give, write absorption included): a plan slower there than the plain layout
-    /// is not installed, and every page goes home instead (a permuted layout has no
-    /// second copy to fall back on, and a BOPT layout's copies would be wasted). Returns
-    /// whether the trial failed, so that the next phase starts guarded.
+    /// plan is first tried on the last requests `tail` (the end of `train`): a plan made
+    /// without them (as the plan will meet requests it was not made from) is replayed on
+    /// them in shadow, write absorption included. If that is slower than the plain
+    /// layout, the plan is not installed and every page goes home instead (a permuted
+    /// layout has no second copy to fall back on, and a BOPT layout's copies would be
+    /// wasted). Returns whether the trial failed, so that the next phase starts guarded.
     fn reconfigure(
         &self,
         policy: &str,
@@ -241,9 +246,14 @@ impl<'a> Runner<'a> {
         }
         let (mut placement, cost) = planner::plan(policy, train, &self.params())?;
         let mut hurt = false;
-        if self.cfg.guard {
+        if self.cfg.guard && !tail.is_empty() {
+            let before = &train[..train.len() - tail.len()];
             let mut trial = layout.clone();
-            trial.reconfigure(&placement)?;
+            if before.is_empty() {
+                trial.reconfigure(&placement)?;
+            } else {
+                trial.reconfigure(&planner::plan(policy, before, &self.params())?.0)?;
+            }
             hurt = self.shadow_hurts(trial, tail)?;
             if hurt {
                 placement.ranges.clear();
