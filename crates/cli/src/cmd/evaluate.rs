@@ -55,9 +55,11 @@ pub struct Args {
     /// `bopt-size=32MiB,64MiB;write-buffer=0,0.2,0.5;interval=2,4,8`.
     #[arg(long, value_name = "SPEC")]
     pub sweep: Option<String>,
-    /// The degradation guard (seed 001 §5.2.2), ON by default: after each epoch of
-    /// requests, compare the layout with the plain one on a shadow replay; while the
-    /// layout is slower, reads go home (dirty pages excepted).
+    /// The degradation guard (seed 001 §5.2.2), ON by default: every new plan must first
+    /// win a trial on requests it was not trained on, and after each epoch the layout is
+    /// compared with the plain one on a shadow replay; while the layout is slower, reads
+    /// go home (dirty pages excepted) and writes go home too (a stale BOPT copy is
+    /// dropped), so absorbed writes cannot cost more than they save.
     #[arg(long, overrides_with = "no_guard")]
     pub guard: bool,
     /// Turn the degradation guard off (the seeds' BORG).
