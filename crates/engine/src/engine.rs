@@ -712,12 +712,37 @@ impl Engine {
 
     /// Starts applying `plan` in the background: the layout crate's diff gives ordered
     /// copy steps, which [`Engine::background_tick`] executes one at a time.
+    ///
+    /// This is the operator's request (`reblock reconfigure`, the control socket): on a
+    /// detached engine it re-enables the BOPT. Automatic re-planning goes through
+    /// [`Engine::reconfigure_unless_detached`] instead, so a detach stays done.
     pub fn reconfigure(&self, plan: Plan) -> Result<DiffStats, String> {
+        self.reconfigure_inner(plan, true)
+    }
+
+    /// Like [`Engine::reconfigure`], but refused while the engine is detached (after
+    /// `reblock detach`, only the operator re-enables the BOPT).
+    pub fn reconfigure_unless_detached(&self, plan: Plan) -> Result<DiffStats, String> {
+        self.reconfigure_inner(plan, false)
+    }
+
+    /// True after [`Engine::detach`] until an explicit [`Engine::reconfigure`].
+    pub fn is_detached(&self) -> bool {
+        lock(&self.state).ind.mode() == Mode::Detaching
+    }
+
+    fn reconfigure_inner(&self, plan: Plan, leave_detach: bool) -> Result<DiffStats, String> {
         if self.is_read_only() {
             return Err("the engine is read-only".into());
         }
         let mut st = lock(&self.state);
         if st.ind.mode() == Mode::Detaching {
+            if !leave_detach {
+                return Err(
+                    "the engine is detached; 'reblock reconfigure --plan' re-enables the BOPT"
+                        .into(),
+                );
+            }
             st.ind.set_mode(Mode::Normal);
         }
         let r = diff(
@@ -750,23 +775,43 @@ impl Engine {
     /// Flush back (seed 001 §3.5.5): nothing new is absorbed, every page leaves the BOPT
     /// (dirty ones copied home), the map is committed empty and the data area alone is
     /// the complete image. The engine keeps serving with everything at home.
+    ///
+    /// A foreground write may dirty a page between the flush-back plan and its step (the
+    /// step is then refused as stale, seed 001 §3.5.2): the flush back is planned again
+    /// from the current map until the BOPT is empty. Nothing new is absorbed meanwhile,
+    /// so each round leaves fewer pages; a write storm on the remaining ones can only
+    /// delay it, and a bound turns a pathological livelock into an error.
     pub fn detach(&self) -> io::Result<u64> {
+        const MAX_ROUNDS: u32 = 10_000;
         if self.is_read_only() {
             return Err(rofs());
         }
-        let steps = {
+        {
             let mut st = lock(&self.state);
             st.queue.clear();
             st.reconfig.state = "detached".into();
             st.ind.set_mode(Mode::Detaching);
-            st.ind.flush_back(true, self.opts.max_copy_pages)
-        };
+        }
         let mut moved = 0;
-        for s in &steps {
-            if !self.run_step(s)? {
-                return Err(io::Error::other(format!("detach step refused: {s:?}")));
+        for round in 0.. {
+            let steps = lock(&self.state)
+                .ind
+                .flush_back(true, self.opts.max_copy_pages);
+            if steps.is_empty() {
+                break;
             }
-            moved += s.bytes_moved(&self.geo);
+            if round == MAX_ROUNDS {
+                return Err(io::Error::other(format!(
+                    "detach: the BOPT still holds pages after {MAX_ROUNDS} flush-back rounds"
+                )));
+            }
+            for s in &steps {
+                if !self.run_step(s)? {
+                    tracing::debug!(round, "detach step refused by a racing write; re-planning");
+                    break;
+                }
+                moved += s.bytes_moved(&self.geo);
+            }
         }
         self.flush()?;
         Ok(moved)

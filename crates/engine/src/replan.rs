@@ -195,7 +195,7 @@ pub fn plan_and_apply(
     let placement = p.plan(&graph, &params);
     let plan = Plan::try_from(&placement).map_err(|e| e.to_string())?;
     let pages = plan.pages();
-    engine.reconfigure(plan)?;
+    engine.reconfigure_unless_detached(plan)?;
     Ok(pages)
 }
 
@@ -219,7 +219,8 @@ impl Triggers {
         let (reads, hits) = (st.reads - self.reads_prev, st.read_hits - self.hits_prev);
         (self.reads_prev, self.hits_prev) = (st.reads, st.read_hits);
         let new = seen - self.seen_at_plan;
-        if new < self.o.min_new_requests || engine.reconfig_pending() {
+        // After `reblock detach` the BOPT stays empty until the operator re-enables it.
+        if new < self.o.min_new_requests || engine.reconfig_pending() || engine.is_detached() {
             return None;
         }
         match self.o.every {

@@ -316,3 +316,101 @@ fn flush_after_a_failed_commit_keeps_failing() {
     let err = reblock_nbd::Export::write_at(&e, &page(1), 0, true).unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc_erofs()));
 }
+
+/// Regression: `reconfigure` switched a detached engine back to normal mode, so with
+/// `serve --replan-policy` the next automatic plan refilled the BOPT after `reblock
+/// detach`. Automatic re-planning must leave a detached engine alone; only an explicit
+/// `reconfigure` (the operator's `reblock reconfigure`) re-enables the BOPT.
+#[test]
+fn detach_stays_done_under_automatic_replanning() {
+    let (store, _) = setup();
+    let e = open(&store);
+    for p in 0..32u64 {
+        e.write_sectors(&page(p as u8 + 1), p * 8).unwrap();
+    }
+    e.detach().unwrap();
+    assert!(e.is_detached());
+    // What the re-planner does on its trigger: plan from recent requests and apply.
+    let requests = (0..200u64)
+        .filter_map(|i| {
+            reblock_engine::replan::request_of(&reblock_nbd::RequestEvent {
+                connection_id: 1,
+                op: reblock_nbd::Op::Read,
+                offset_bytes: (i % 16) * 4096,
+                length_bytes: 4096,
+                fua: false,
+                ts_ns: i * 1000,
+                duration_ns: 1000,
+                errno: 0,
+            })
+        })
+        .collect();
+    let r = reblock_engine::replan::plan_and_apply(&e, "hot", requests);
+    assert!(
+        r.is_err(),
+        "automatic re-plan applied to a detached engine: {r:?}"
+    );
+    while e.background_tick(true).unwrap() > 0 {}
+    assert_eq!(
+        e.status().mapped_pages,
+        0,
+        "the BOPT was refilled after detach"
+    );
+    e.write_sectors(&page(9), 0).unwrap();
+    assert_eq!(
+        e.status().mapped_pages,
+        0,
+        "a write was absorbed after detach"
+    );
+    // The operator's explicit reconfigure re-enables the BOPT.
+    let mut plan = Plan::new(8, "hand");
+    plan.push(3, 2, 0);
+    e.reconfigure(plan).unwrap();
+    while e.background_tick(true).unwrap() > 0 {}
+    assert!(!e.is_detached());
+    assert_eq!(e.status().mapped_pages, 2);
+}
+
+/// Regression: `detach` failed outright ("detach step refused") when a foreground write
+/// dirtied a page between the flush-back plan and its step; it must re-plan the flush
+/// back until the BOPT is empty.
+#[test]
+fn detach_retries_when_a_racing_write_dirties_a_page() {
+    for round in 0..100u8 {
+        let (store, _) = setup();
+        let e = Arc::new(open(&store));
+        // One page every other slot: each clean page is its own drop step, so a racing
+        // write has many gaps between steps to land in.
+        let mut plan = Plan::new(8, "hand");
+        for p in 0..24u64 {
+            plan.push(p, 1, 2 * p);
+        }
+        e.reconfigure(plan).unwrap();
+        while e.background_tick(true).unwrap() > 0 {}
+        assert_eq!(e.status().mapped_pages, 24);
+        // The writer starts with detach and dirties pages from the last one down, while
+        // detach drops clean pages from the first one up: the two meet in the middle,
+        // where a page clean when the flush back was planned is written before its step.
+        let start = Arc::new(std::sync::Barrier::new(2));
+        let writer = {
+            let (e, start) = (e.clone(), start.clone());
+            std::thread::spawn(move || {
+                start.wait();
+                for p in (0..24u64).rev() {
+                    e.write_sectors(&page(round ^ p as u8), p * 8).unwrap();
+                }
+            })
+        };
+        start.wait();
+        let r = e.detach();
+        writer.join().unwrap();
+        r.unwrap_or_else(|err| panic!("round {round}: {err}"));
+        assert_eq!(e.status().mapped_pages, 0, "round {round}");
+        e.indirector().check();
+        for p in 0..24u64 {
+            let mut b = vec![0u8; 4096];
+            e.read_sectors(&mut b, p * 8).unwrap();
+            assert_eq!(b, page(round ^ p as u8), "round {round} page {p}");
+        }
+    }
+}

@@ -61,6 +61,10 @@ fn repetitive_reads_are_replanned_into_the_read_cache_and_data_stays_intact() {
     // Everything home: reads start with an empty map, so a hit can only come from the plan.
     e.detach().unwrap();
     assert_eq!(e.status().mapped_pages, 0);
+    // A detach stays done until the operator re-enables the BOPT (an explicit, here
+    // empty, plan: what `reblock reconfigure --plan` sends).
+    e.reconfigure(reblock_layout::Plan::new(8, "none")).unwrap();
+    assert!(!e.is_detached());
     // A scattered hot set smaller than the read cache, read in the same order each round.
     let hot: Vec<u64> = (0..24).map(|i| (i * 37 + 5) % pages).collect();
     assert!(hot.len() < l.read_cache_pages as usize);

@@ -1,5 +1,7 @@
 //! `reblock detach`: ask a running server to copy every dirty page home and empty its
 //! BOPT (seed 001 §3.5.5); afterwards the data area alone is the complete image.
+//! The detach stays done: nothing new is absorbed and `serve --replan-policy` plans
+//! nothing until the operator re-enables the BOPT with `reblock reconfigure --plan`.
 
 use std::path::PathBuf;
 
@@ -24,7 +26,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!(
-            "detached: {} bytes copied home; the data area is the complete image",
+            "detached: {} bytes copied home; the data area is the complete image \
+             (the BOPT stays empty until 'reblock reconfigure --plan' re-enables it)",
             v["bytes_moved"]
         );
     }

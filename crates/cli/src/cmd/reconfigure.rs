@@ -1,5 +1,6 @@
 //! `reblock reconfigure --plan plan.json`: hand an offline plan to a running server,
-//! which diffs it against its map and moves pages in the background.
+//! which diffs it against its map and moves pages in the background. On a detached
+//! server (`reblock detach`) this re-enables the BOPT, and automatic re-planning with it.
 
 use anyhow::Context;
 use std::path::PathBuf;
