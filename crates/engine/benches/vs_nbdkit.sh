@@ -45,8 +45,9 @@ measure() {
       ((.read.bw + .write.bw) / 1024 | tostring)'
 }
 
-# The BOPT is a quarter of the file; the data area keeps the rest.
-"$reblock" serve "$img" --bopt-size "$((size_mib / 4))M" --write-buffer 0.2 \
+# The BOPT is a quarter of the file; the data area keeps the rest (--format: the image
+# exists and holds data).
+"$reblock" serve "$img" --format --bopt-size "$((size_mib / 4))M" --write-buffer 0.2 \
   --unix "$sock" 2>"$work/serve.log" &
 wait_for "$sock.ctl"
 wait_for "$sock"

@@ -21,8 +21,10 @@ pub struct ImageOptions {
     pub page_bytes: u32,
     pub segment_pages: u32,
     pub write_buffer_fraction: f64,
-    /// Allow formatting a block device (its last `bopt_bytes` are overwritten).
-    pub format_block_device: bool,
+    /// Allow formatting a BOPT onto an image or BOPT device that already holds data (a
+    /// block device gives up its last `bopt_bytes`). Without it only fresh files (created
+    /// by this call, or empty) are formatted automatically.
+    pub format: bool,
     /// Create the image with this many data bytes if it does not exist.
     pub create_bytes: Option<u64>,
 }
@@ -68,6 +70,12 @@ fn is_block(f: &File) -> bool {
         .unwrap_or(false)
 }
 
+/// True when `f` is empty. Holes do not make a file fresh: an image served with a
+/// separate BOPT device may still be all holes when every write went to that device.
+fn is_empty(f: &File) -> bool {
+    !is_block(f) && f.metadata().is_ok_and(|m| m.len() == 0)
+}
+
 pub fn open_image(o: &ImageOptions) -> Result<Opened, String> {
     let create = o.create_bytes.is_some() && !o.image.exists();
     let data = open_file(&o.image, o.read_only, create)?;
@@ -76,10 +84,13 @@ pub fn open_image(o: &ImageOptions) -> Result<Opened, String> {
         data.set_len(o.create_bytes.unwrap_or(0))
             .map_err(|e| format!("{}: {e}", o.image.display()))?;
     }
+    let fresh_image = create || is_empty(&data);
+    let mut fresh_bopt = true;
     let bopt = match &o.bopt_device {
         Some(p) => {
             let f = open_file(p, o.read_only, o.bopt_bytes.is_some())?;
             lock_exclusive(&f, p)?;
+            fresh_bopt = is_empty(&f);
             Some(f)
         }
         None => None,
@@ -90,7 +101,10 @@ pub fn open_image(o: &ImageOptions) -> Result<Opened, String> {
             store,
             formatted: None,
         }),
-        Err(MetaError::NotFormatted) => format_fresh(o, store),
+        Err(MetaError::NotFormatted) => {
+            refuse_formatting_data(o, fresh_image, fresh_bopt)?;
+            format_fresh(o, store)
+        }
         Err(e) => Err(format!(
             "{}: {e}",
             o.bopt_device.as_ref().unwrap_or(&o.image).display()
@@ -98,11 +112,46 @@ pub fn open_image(o: &ImageOptions) -> Result<Opened, String> {
     }
 }
 
+/// Formatting a BOPT onto an existing image is what happens when an
+/// operator forgets `--bopt-device`: the new, empty BOPT hides every page the real one
+/// held, flushed writes included. So it takes `--format` (or a fresh file).
+fn refuse_formatting_data(
+    o: &ImageOptions,
+    fresh_image: bool,
+    fresh_bopt: bool,
+) -> Result<(), String> {
+    if o.format || o.bopt_bytes.is_none() || o.read_only {
+        return Ok(()); // format_fresh reports the other refusals
+    }
+    let name = o.image.display();
+    if !fresh_image {
+        let separate = match &o.bopt_device {
+            Some(p) => format!(" (the BOPT device given, {}, has none either)", p.display()),
+            None => String::new(),
+        };
+        return Err(format!(
+            "{name}: an existing image with no reblock superblock{separate}. If it was served \
+             with a separate BOPT device, pass that device with --bopt-device: formatting a \
+             new BOPT would hide the pages the old one holds, flushed writes included. If it \
+             is a plain image (or disk) to start caching, pass --format to format a new BOPT \
+             (the data area keeps its bytes)"
+        ));
+    }
+    if let (Some(p), false) = (&o.bopt_device, fresh_bopt) {
+        return Err(format!(
+            "{}: the BOPT device is not empty and has no reblock superblock; is it the right \
+             device? Pass --format to overwrite it with a new BOPT",
+            p.display()
+        ));
+    }
+    Ok(())
+}
+
 fn format_fresh(o: &ImageOptions, store: Arc<FileStore>) -> Result<Opened, String> {
     let name = o.image.display().to_string();
     let Some(bopt_bytes) = o.bopt_bytes else {
         return Err(format!(
-            "{name}: no reblock superblock found; pass --bopt-size SIZE to format one"
+            "{name}: no reblock superblock found; pass --bopt-size SIZE to format one (or --bopt-device DEV if its BOPT lives on a separate device)"
         ));
     };
     if o.read_only {
@@ -117,7 +166,7 @@ fn format_fresh(o: &ImageOptions, store: Arc<FileStore>) -> Result<Opened, Strin
     let image_len = file_len(&data_file).map_err(|e| format!("{name}: {e}"))?;
     let separate = o.bopt_device.is_some();
     let block = is_block(&data_file);
-    if block && !separate && !o.format_block_device {
+    if block && !separate && !o.format {
         return Err(format!(
             "{name}: a block device without a superblock; formatting overwrites its last {bopt_bytes} bytes: pass --format to confirm"
         ));

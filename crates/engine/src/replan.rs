@@ -10,7 +10,7 @@
 use crate::engine::Engine;
 use reblock_layout::Plan;
 use reblock_nbd::{Op as NbdOp, RequestEvent, RequestObserver};
-use reblock_plan::{build_graphs, by_name, PlanParams};
+use reblock_plan::{build_graphs, by_name, policies, MasterGraph, PlanParams, Policy, TargetSpace};
 use reblock_trace::{Op, Request};
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -170,6 +170,38 @@ impl RequestObserver for RequestWindow {
     }
 }
 
+/// True when `p` places pages into the read cache, the only placement the engine can
+/// apply online (a data-area permutation such as dlr-frag has no plan.json form:
+/// reblock-plan's `Plan::try_from` refuses it). Asked of the policy itself, on an empty
+/// graph, so a new policy is classified without a list kept here.
+fn places_into_read_cache(p: &dyn Policy) -> bool {
+    let empty = MasterGraph::from_edges(Vec::new(), Vec::new());
+    p.plan(&empty, &PlanParams::default()).space == TargetSpace::ReadCache
+}
+
+/// The policies online re-planning can apply, in the plan crate's order.
+pub fn online_policies() -> Vec<&'static str> {
+    policies()
+        .iter()
+        .filter(|p| places_into_read_cache(**p))
+        .map(|p| p.name())
+        .collect()
+}
+
+/// Checks that `name` is a policy the engine can re-plan with online; the error names
+/// the ones that work.
+pub fn check_online_policy(name: &str) -> Result<(), String> {
+    let p = by_name(name).map_err(|e| e.to_string())?;
+    if places_into_read_cache(p) {
+        return Ok(());
+    }
+    Err(format!(
+        "policy `{name}` permutes pages inside the data area, which the engine cannot apply \
+         online (it re-plans the BOPT's read cache only); policies that work online: {}",
+        online_policies().join(", ")
+    ))
+}
+
 /// Builds a read-cache plan from `requests` with `policy`, sized to the engine's read
 /// cache, and starts the engine's background reconfiguration toward it.
 pub fn plan_and_apply(
@@ -262,7 +294,7 @@ impl Replanner {
         window: Arc<RequestWindow>,
         o: ReplanOptions,
     ) -> Result<Replanner, String> {
-        by_name(&o.policy).map_err(|e| e.to_string())?;
+        check_online_policy(&o.policy)?;
         if let Some(d) = o.on_hit_rate_drop {
             if !(0.0..1.0).contains(&d) || d == 0.0 {
                 return Err(format!("hit-rate drop {d}: must be within (0, 1)"));
@@ -341,6 +373,24 @@ fn replan_once(engine: &Engine, window: &RequestWindow, s: &mut ReplanStatus, tr
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: `serve --replan-policy dlr-frag` was accepted and then every re-plan
+    /// failed (a data-area permutation has no read-cache plan); it is refused up front,
+    /// naming the policies that work online.
+    #[test]
+    fn data_area_policies_are_refused_for_online_replanning() {
+        let err = check_online_policy("dlr-frag").unwrap_err();
+        assert!(err.contains("dlr-frag") && err.contains("borg"), "{err}");
+        let online = online_policies();
+        assert!(!online.contains(&"dlr-frag"), "{online:?}");
+        for name in ["vanilla", "hot", "borg", "dlr-seq"] {
+            assert!(online.contains(&name), "{name} missing from {online:?}");
+            check_online_policy(name).unwrap();
+        }
+        assert!(check_online_policy("nope")
+            .unwrap_err()
+            .contains("unknown policy"));
+    }
 
     #[test]
     fn periods_and_counts_parse() {

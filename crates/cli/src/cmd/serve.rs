@@ -19,7 +19,8 @@ use std::time::Duration;
 #[derive(clap::Args, Debug, Default)]
 pub struct Args {
     /// Backing image (file or block device). A plain image without a BOPT keeps its bytes
-    /// as the data area; the BOPT is appended to a file (block devices need --format).
+    /// as the data area; the BOPT is appended to a file. Formatting a BOPT onto an image
+    /// that already holds data needs --format (its BOPT may live on a separate device).
     pub image: PathBuf,
     /// BOPT size for formatting a fresh image (e.g. 64M, 1G): summaries, slots, superblocks.
     #[arg(long, value_parser = parse_size)]
@@ -36,7 +37,10 @@ pub struct Args {
     /// Pages per segment when formatting [default: 256].
     #[arg(long)]
     pub segment_pages: Option<u32>,
-    /// Allow formatting a block device that has no superblock (its end becomes the BOPT).
+    /// Allow formatting a new BOPT onto an image or BOPT device that holds data but no
+    /// superblock (a block device gives its end to the BOPT). Without it only fresh files
+    /// (created by --create, or empty) are formatted; a forgotten --bopt-device
+    /// must not hide the BOPT that holds the image's flushed writes.
     #[arg(long)]
     pub format: bool,
     /// Create IMAGE with this data-area size if it does not exist (e.g. 1G).
@@ -221,7 +225,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         page_bytes,
         segment_pages: a.segment_pages.unwrap_or(256),
         write_buffer_fraction: write_buffer,
-        format_block_device: a.format,
+        format: a.format,
         create_bytes: a.create,
     })
     .map_err(anyhow::Error::msg)?;
@@ -344,7 +348,8 @@ fn replan_options(a: &Args) -> anyhow::Result<Option<ReplanOptions>> {
         }
         return Ok(None);
     };
-    reblock_plan::by_name(policy).map_err(|e| anyhow::anyhow!("--replan-policy: {e}"))?;
+    reblock_engine::replan::check_online_policy(policy)
+        .map_err(|e| anyhow::anyhow!("--replan-policy: {e}"))?;
     let mut o = ReplanOptions::new(policy);
     o.every = a.replan_every;
     if let Some(Every::Requests(n)) = o.every {
