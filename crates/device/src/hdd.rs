@@ -155,6 +155,16 @@ impl Hdd {
         self
     }
 
+    /// The same drive with write-back caching off (write-through): every write waits for
+    /// the media, as a drive with its write cache disabled (WCE=0) does. Reads still use
+    /// the cache and read-ahead.
+    pub fn without_write_caching(mut self) -> Hdd {
+        if let Some(c) = self.cache.as_mut() {
+            c.write_caching = false;
+        }
+        self
+    }
+
     pub fn has_cache(&self) -> bool {
         self.cache.is_some()
     }

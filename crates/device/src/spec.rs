@@ -3,6 +3,7 @@
 //! ```text
 //! hdd:barracuda | hdd:cheetah15k5 | ssd:k9xxg08uxm | ssd:k9      a built-in model
 //! hdd:cheetah15k5:cache=off                                     ... with its cache off
+//! hdd:cheetah15k5:write-cache=off                               ... write-through (reads cached)
 //! path/to/drive.toml                                            a parameter file
 //! raid0:4xhdd:cheetah15k5[:stripe=128]                           RAID-0, stripe unit in sectors
 //! raid1:2xssd:k9                                                 RAID-1
@@ -133,15 +134,30 @@ fn parse_array(spec: &str, kind: &str, rest: &str) -> Result<Built, SpecError> {
     Ok(Built { members, array })
 }
 
-/// One device: `hdd:NAME`, `ssd:NAME`, `NAME`, or a TOML path, then `:cache=off`.
+/// The cache of one disk: as its model says, off, or with write-back caching off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CacheChoice {
+    Model,
+    Off,
+    WriteThrough,
+}
+
+/// One device: `hdd:NAME`, `ssd:NAME`, `NAME`, or a TOML path, then `:cache=off` or
+/// `:write-cache=off`.
 fn parse_device(spec: &str, device: &str) -> Result<Box<dyn Device>, SpecError> {
     let model_err = |error| SpecError::Model {
         spec: spec.to_string(),
         error,
     };
-    let (body, cache_off) = match device.strip_suffix(":cache=off") {
-        Some(b) => (b, true),
-        None => (device.strip_suffix(":cache=on").unwrap_or(device), false),
+    let (body, cache) = if let Some(b) = device.strip_suffix(":cache=off") {
+        (b, CacheChoice::Off)
+    } else if let Some(b) = device.strip_suffix(":write-cache=off") {
+        (b, CacheChoice::WriteThrough)
+    } else {
+        (
+            device.strip_suffix(":cache=on").unwrap_or(device),
+            CacheChoice::Model,
+        )
     };
     let (kind, model): (Option<&str>, LoadedModel) =
         if body.ends_with(".toml") || body.contains('/') {
@@ -161,19 +177,23 @@ fn parse_device(spec: &str, device: &str) -> Result<Box<dyn Device>, SpecError> 
             };
             (kind, params::builtin(name).map_err(model_err)?)
         };
-    build(spec, kind, &model, cache_off)
+    build(spec, kind, &model, cache)
 }
 
 fn build(
     spec: &str,
     kind: Option<&str>,
     model: &LoadedModel,
-    cache_off: bool,
+    cache: CacheChoice,
 ) -> Result<Box<dyn Device>, SpecError> {
     match (&model.params, kind) {
         (ModelParams::Hdd(_), None | Some("hdd")) => {
             let hdd = Hdd::new(model).expect("an hdd model builds an Hdd");
-            Ok(Box::new(if cache_off { hdd.without_cache() } else { hdd }))
+            Ok(Box::new(match cache {
+                CacheChoice::Model => hdd,
+                CacheChoice::Off => hdd.without_cache(),
+                CacheChoice::WriteThrough => hdd.without_write_caching(),
+            }))
         }
         (ModelParams::Ssd(_), None | Some("ssd")) => Ok(Box::new(
             Ssd::new(model).expect("an ssd model builds an Ssd"),

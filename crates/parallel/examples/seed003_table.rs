@@ -40,7 +40,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             eprintln!();
             let base = Path::new(out_dir).join(format!("{name}.{tag}"));
             std::fs::write(
-                base.with_extension("json"),
+                Path::new(out_dir).join(format!("{name}.{tag}.json")),
                 serde_json::to_string_pretty(&out)?,
             )?;
             write_html(&base, &out)?;

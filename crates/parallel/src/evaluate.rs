@@ -56,12 +56,15 @@ pub struct ArraySpec {
 }
 
 impl ArraySpec {
-    /// `ssd:N` (the K9XXG08UXM of seed 003), `hdd:N` (Cheetah 15K.5), or `NxDEVICE`.
+    /// `ssd:N` (the K9XXG08UXM of seed 003), `hdd:N` (Cheetah 15K.5 with its write cache
+    /// off, so that write latencies are the media's, as seed 003 reports them; a
+    /// write-back cache that never fills would acknowledge every write at once), or
+    /// `NxDEVICE` for any other member (`100xhdd:cheetah15k5` for write-back).
     pub fn parse(s: &str) -> Result<ArraySpec, Error> {
         let bad = |why: &str| Error::Config(format!("--array `{s}`: {why}"));
         let (count, member) = match s.split_once(':') {
             Some(("ssd", n)) => (n, "ssd:k9xxg08uxm".to_string()),
-            Some(("hdd", n)) => (n, "hdd:cheetah15k5".to_string()),
+            Some(("hdd", n)) => (n, "hdd:cheetah15k5:write-cache=off".to_string()),
             _ => match s.split_once('x') {
                 Some((n, dev)) => (n, dev.to_string()),
                 None => return Err(bad("expected ssd:N, hdd:N or NxDEVICE")),

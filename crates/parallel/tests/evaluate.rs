@@ -79,3 +79,14 @@ fn bad_settings_name_their_flag() {
     assert!(e.contains("--array"), "{e}");
     assert!(Policy::parse("fastest").is_err());
 }
+
+/// `hdd:N` is seed 003's Cheetah array with writes that wait for the media, and its
+/// explicit-placement spec builds.
+#[test]
+fn hdd_array_shorthand_is_write_through_cheetahs() {
+    let a = ArraySpec::parse("hdd:100").unwrap();
+    assert_eq!(a.disks, 100);
+    assert_eq!(a.member, "hdd:cheetah15k5:write-cache=off");
+    let built = reblock_device::parse_spec(&a.device_spec(1)).unwrap();
+    assert_eq!(built.members.len(), 100);
+}

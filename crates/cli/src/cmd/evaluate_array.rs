@@ -18,8 +18,10 @@ use reblock_trace::Trace;
 pub struct ArrayArgs {
     /// Evaluate the parallel-array layout optimizer (seed 003) on an array with an
     /// explicit block-to-disk placement instead of BORG-style policies: `ssd:14` (the
-    /// Samsung K9XXG08UXM SSD of seed 003), `hdd:100` (Cheetah 15K.5), or `NxDEVICE`
-    /// (`8xhdd:barracuda`). Policies are then static, parallel and parallel-hdd.
+    /// Samsung K9XXG08UXM SSD of seed 003), `hdd:100` (Cheetah 15K.5, write cache off so
+    /// writes show their media latency as in seed 003), or `NxDEVICE` (`8xhdd:barracuda`,
+    /// `100xhdd:cheetah15k5` for write-back). Policies are then static, parallel and
+    /// parallel-hdd.
     #[arg(
         long,
         value_name = "SPEC",
