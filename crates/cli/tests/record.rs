@@ -159,3 +159,41 @@ fn refuses_a_path_that_is_not_a_block_device() {
         "{err}"
     );
 }
+
+/// Without the rights to use tracefs (here: an unprivileged user, nobody), `record`
+/// stops at once and says why, naming tracefs and what is needed, instead of writing an
+/// empty trace.
+#[test]
+fn record_says_why_when_tracefs_is_unavailable() {
+    if !is_root() {
+        eprintln!("skipped: dropping to an unprivileged user needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dev = LoopDevice::attach(&image(dir.path())).unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("reblock");
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(&bin)
+        .args([
+            "record",
+            "--backend",
+            "tracefs",
+            "--duration",
+            "1",
+            "--out",
+            "-",
+        ])
+        .arg("--device")
+        .arg(&dev.path)
+        .output()
+        .expect("setpriv runs (util-linux)");
+    assert!(!out.status.success(), "recording as nobody succeeded");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("tracefs"), "{err}");
+    assert!(
+        err.contains("root"),
+        "the message says what is needed: {err}"
+    );
+    assert!(out.stdout.is_empty(), "no trace lines were written");
+}
