@@ -44,7 +44,9 @@ const SUB_BITS: u32 = 7;
 #[derive(Clone, Debug, Default)]
 pub struct Distribution {
     exact: FxHashMap<u64, u64>,
-    buckets: Option<FxHashMap<u64, u64>>,
+    /// Counts by bucket index (see [`bucket_index`]): a dense array, so counting a value
+    /// once bucketed is an index computation, not a hash lookup.
+    buckets: Option<Vec<u64>>,
     n: u64,
     sum: f64,
     sum_sq: f64,
@@ -57,14 +59,14 @@ impl Distribution {
         self.sum += f;
         self.sum_sq += f * f;
         if let Some(b) = &mut self.buckets {
-            *b.entry(bucket_floor(v)).or_insert(0) += 1;
+            b[bucket_index(v)] += 1;
             return;
         }
         *self.exact.entry(v).or_insert(0) += 1;
         if self.exact.len() > EXACT_LIMIT {
-            let mut b = FxHashMap::default();
+            let mut b = vec![0u64; BUCKETS];
             for (&v, &c) in &self.exact {
-                *b.entry(bucket_floor(v)).or_insert(0) += c;
+                b[bucket_index(v)] += c;
             }
             self.exact = FxHashMap::default();
             self.buckets = Some(b);
@@ -95,8 +97,16 @@ impl Distribution {
 
     /// Values and their counts, ascending.
     pub fn sorted(&self) -> Vec<(u64, u64)> {
-        let map = self.buckets.as_ref().unwrap_or(&self.exact);
-        let mut v: Vec<(u64, u64)> = map.iter().map(|(&k, &c)| (k, c)).collect();
+        if let Some(b) = &self.buckets {
+            // Bucket indices ascend with their lower bounds: no sort needed.
+            return b
+                .iter()
+                .enumerate()
+                .filter(|&(_, &c)| c > 0)
+                .map(|(i, &c)| (bucket_lower(i), c))
+                .collect();
+        }
+        let mut v: Vec<(u64, u64)> = self.exact.iter().map(|(&k, &c)| (k, c)).collect();
         v.sort_unstable();
         v
     }
@@ -131,7 +141,9 @@ fn quantile_of(sorted: &[(u64, u64)], n: u64, q: f64) -> Option<u64> {
     sorted.last().map(|&(v, _)| v)
 }
 
-/// The lower bound of the log-linear bucket holding `v` (values below 2^SUB_BITS are exact).
+/// The lower bound of the log-linear bucket holding `v` (values below 2^SUB_BITS are exact);
+/// the definition `bucket_lower(bucket_index(v))` is tested against.
+#[cfg(test)]
 fn bucket_floor(v: u64) -> u64 {
     let bits = 64 - v.leading_zeros();
     if bits <= SUB_BITS {
@@ -139,6 +151,32 @@ fn bucket_floor(v: u64) -> u64 {
     }
     let shift = bits - SUB_BITS;
     (v >> shift) << shift
+}
+
+/// Values below 2^SUB_BITS have a bucket each; every later power of two has 2^(SUB_BITS-1)
+/// buckets (its values share the top SUB_BITS bits).
+const HALF: usize = 1 << (SUB_BITS - 1);
+const BUCKETS: usize = (1 << SUB_BITS) + (64 - SUB_BITS as usize) * HALF;
+
+/// Dense index of the bucket holding `v`, ascending with the bucket's lower bound.
+fn bucket_index(v: u64) -> usize {
+    let bits = 64 - v.leading_zeros();
+    if bits <= SUB_BITS {
+        return v as usize;
+    }
+    let shift = bits - SUB_BITS;
+    let top = (v >> shift) as usize; // in [HALF, 2 * HALF)
+    (1 << SUB_BITS) + (shift as usize - 1) * HALF + (top - HALF)
+}
+
+/// The lower bound of bucket `i` (inverse of [`bucket_index`] composed with the floor).
+fn bucket_lower(i: usize) -> u64 {
+    if i < 1 << SUB_BITS {
+        return i as u64;
+    }
+    let j = i - (1 << SUB_BITS);
+    let shift = j / HALF + 1;
+    (((j % HALF) + HALF) as u64) << shift
 }
 
 /// Mean, nearest-rank percentiles and extremes of a [`Distribution`].
@@ -205,6 +243,25 @@ pub fn size_histogram(sizes_bytes: &Distribution) -> Vec<SizeBucket> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn dense_bucket_index_matches_floor() {
+        let mut prev = 0;
+        let mut vs: Vec<u64> = (0..5000).collect();
+        for b in 0..64 {
+            let p = 1u64 << b;
+            vs.extend([p - 1, p, p + 1, p + p / 3, p.wrapping_mul(3) / 2]);
+        }
+        vs.push(u64::MAX);
+        vs.sort_unstable();
+        for v in vs {
+            let i = bucket_index(v);
+            assert!(i < BUCKETS && i >= prev, "{v}");
+            assert_eq!(bucket_lower(i), bucket_floor(v), "{v}");
+            prev = i;
+        }
+    }
+
     use super::*;
 
     #[test]
