@@ -183,15 +183,26 @@ fn touch_slot(counts: &mut Vec<(PageKey, u32)>, key: PageKey, slot: &mut Slot) {
 /// The ceil(n / 5) most-accessed pages (ties: lower key first). Keys are distinct, so
 /// the order is total and selecting the first k (linear time) picks exactly the pages a
 /// full sort would.
+///
+/// Each entry is packed into one u128 whose plain order is the rank order: the inverted
+/// count in the top 32 bits, then the device, then the page, so selection compares single
+/// integers instead of running a three-field comparator.
 fn top20(counts: &[(PageKey, u32)]) -> Vec<PageKey> {
-    let mut v: Vec<(u32, PageKey)> = counts.iter().map(|&(k, c)| (c, k)).collect();
+    let mut v: Vec<u128> = counts
+        .iter()
+        .map(|&(k, c)| u128::from(!c) << 96 | u128::from(k.device) << 64 | u128::from(k.page))
+        .collect();
     let k = v.len().div_ceil(5);
-    let by_rank = |a: &(u32, PageKey), b: &(u32, PageKey)| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
     if k < v.len() {
-        v.select_nth_unstable_by(k, by_rank);
+        v.select_nth_unstable(k);
         v.truncate(k);
     }
-    v.into_iter().map(|(_, k)| k).collect()
+    v.into_iter()
+        .map(|x| PageKey {
+            device: (x >> 64) as u32,
+            page: x as u64,
+        })
+        .collect()
 }
 
 #[cfg(test)]
