@@ -51,11 +51,29 @@ pub fn level(c: u64, max: u64) -> u8 {
 /// Builds the map for the busiest device; `device_pages` is its size in pages if known.
 pub fn heat_map(pages: &Pages, device_pages: Option<u64>) -> HeatMap {
     let mut per_device: rustc_hash::FxHashMap<u32, (u64, u64)> = Default::default();
+    // Nearly every trace has one device: sum runs of the same device locally and touch
+    // the map once per run instead of once per page.
+    let mut run: Option<(u32, u64, u64)> = None;
+    let mut flush = |run: Option<(u32, u64, u64)>| {
+        if let Some((d, acc, hi)) = run {
+            let e = per_device.entry(d).or_default();
+            e.0 += acc;
+            e.1 = e.1.max(hi);
+        }
+    };
     for (k, s) in pages.iter() {
-        let e = per_device.entry(k.device).or_default();
-        e.0 += s.accesses();
-        e.1 = e.1.max(k.page + 1);
+        match &mut run {
+            Some((d, acc, hi)) if *d == k.device => {
+                *acc += s.accesses();
+                *hi = (*hi).max(k.page + 1);
+            }
+            _ => {
+                flush(run);
+                run = Some((k.device, s.accesses(), k.page + 1));
+            }
+        }
     }
+    flush(run);
     let (device, highest) = per_device
         .iter()
         .max_by(|a, b| a.1 .0.cmp(&b.1 .0).then(b.0.cmp(a.0)))
