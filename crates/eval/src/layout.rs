@@ -79,8 +79,8 @@ impl Layout {
     /// `guarded` (seed 001 §5.2.2, extended to writes): behave as the plain layout as far
     /// as the data allows — the indirector's Bypass mode: reads go home except dirty pages,
     /// writes go home (nothing new is absorbed, and a mapped page written home leaves the
-    /// map), except a piece covering part of a dirty page. Layouts without a second copy
-    /// have nothing to guard.
+    /// map), except a piece covering part of a dirty page. A permuted layout has no
+    /// second copy: the mapper sends it home first ([`Layout::send_permuted_home`]).
     pub fn map(
         &mut self,
         req: &DevRequest,
@@ -147,6 +147,25 @@ impl Layout {
             run_step(ind, &step, out).expect("a write-back read off the live map applies");
         }
         dirty.len() as u64
+    }
+
+    /// A guarded permuted layout (dlr-frag) has no second copy to bypass to: the guard
+    /// moves every relocated page home, once, before the request. The copies (all reads,
+    /// then all writes, as at a reconfiguration) go to `out` ahead of the request, so they
+    /// are charged to the normal phase they interrupt; returns the pages moved. Other
+    /// layouts, or a permutation already home, move nothing.
+    pub fn send_permuted_home(&mut self, out: &mut Vec<DevRequest>) -> u64 {
+        let Layout::Permuted(p) = self else {
+            return 0;
+        };
+        let io = p.reconfigure_to(FxHashMap::default());
+        out.extend(io.requests);
+        io.diff_pages
+    }
+
+    /// Whether pages live away from home in a permuted layout.
+    pub fn is_permuted(&self) -> bool {
+        matches!(self, Layout::Permuted(p) if !p.location.is_empty())
     }
 
     /// Turns the layout into `placement`'s: returns the copy I/O and applies the map
@@ -276,6 +295,11 @@ impl Permuted {
                 next.insert(page, target);
             }
         }
+        self.reconfigure_to(next)
+    }
+
+    /// Moves pages so that `next` (page -> location, home when absent) holds.
+    fn reconfigure_to(&mut self, next: FxHashMap<u64, u64>) -> CopyIo {
         let mut moves: Vec<(u64, u64)> = self
             .location
             .keys()
@@ -360,6 +384,7 @@ impl Mapper for SharedMapper {
         } = &mut *cell;
         if *guarded {
             *written_back_pages += layout.write_back_splitting(req, out);
+            *written_back_pages += layout.send_permuted_home(out);
         }
         let hit = layout.map(req, out, phys, *guarded);
         cell.requests += 1;
@@ -507,5 +532,39 @@ mod tests {
             false
         ));
         assert_eq!(out[0].sector, 56);
+    }
+
+    #[test]
+    fn guard_sends_a_permutation_home_once() {
+        let mut l = Layout::empty("dlr-frag", geo()).unwrap();
+        l.reconfigure(&placement(TargetSpace::DataArea, &[(7, 1, 3), (3, 1, 7)]))
+            .unwrap();
+        assert!(l.is_permuted());
+        let mut out = Vec::new();
+        // Both pages read where they are, then written home: four copies, two pages.
+        assert_eq!(l.send_permuted_home(&mut out), 2);
+        assert_eq!(out.iter().filter(|r| r.write).count(), 2);
+        assert_eq!(out.iter().filter(|r| !r.write).count(), 2);
+        assert!(!l.is_permuted());
+        out.clear();
+        assert_eq!(l.send_permuted_home(&mut out), 0);
+        assert!(out.is_empty());
+        // Through the mapper: a guarded request pays the moves before it is served home.
+        let mut l = Layout::empty("dlr-frag", geo()).unwrap();
+        l.reconfigure(&placement(TargetSpace::DataArea, &[(7, 1, 3), (3, 1, 7)]))
+            .unwrap();
+        let shared = share(l);
+        shared.lock().unwrap().guarded = true;
+        let mut m = SharedMapper(shared.clone());
+        let req = DevRequest {
+            sector: 56,
+            sectors: 8,
+            write: false,
+        };
+        out.clear();
+        m.map(&req, &mut out);
+        assert_eq!(out.len(), 5);
+        assert_eq!(out[4], req);
+        assert_eq!(shared.lock().unwrap().written_back_pages, 2);
     }
 }

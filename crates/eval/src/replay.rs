@@ -18,7 +18,8 @@ pub struct Measured {
     pub summary: Summary,
     pub requests: u64,
     pub hits: u64,
-    /// Dirty pages the guard wrote home (their copies are in `summary`).
+    /// Pages the guard wrote home: dirty BOPT pages, or a whole permutation sent home
+    /// (their copies are in `summary`).
     pub written_back_pages: u64,
 }
 

@@ -7,10 +7,13 @@
 //! except dirty pages, writes home, nothing new absorbed) when in the epoch before the
 //! layout was slower than the plain layout on a shadow replay. The first epoch of N0 has
 //! no evidence and runs guarded; the first of a later phase follows its plan's trial.
+//! A permuted layout (dlr-frag) has no second copy: its plans must also win by enough to
+//! pay for their copies, and its guard moves every page home mid-phase (charged to the
+//! phase) once the layout has lost as much as that move costs.
 
 use std::cell::RefCell;
 
-use reblock_plan::PlanParams;
+use reblock_plan::{PlanParams, TargetSpace};
 use reblock_trace::Request;
 use rustc_hash::FxHashMap;
 
@@ -100,7 +103,8 @@ impl<'a> Runner<'a> {
             // At most half the phase, so that the trial plan has data of its own.
             let tail_len = (PREDICT_EPOCHS * self.epoch()).min((end - start) / 2);
             let tail = &reqs[end - tail_len..end];
-            let (io, cost, hurt) = self.reconfigure(policy, &mut layout, train, tail)?;
+            let (io, cost, hurt) =
+                self.reconfigure(policy, &mut layout, train, tail, end - start)?;
             trial_hurt = hurt;
             let s = replay::copies(&self.cfg.device, &io.requests)?;
             phases.push(reconfig_phase(i, s, &io, cost));
@@ -234,12 +238,18 @@ impl<'a> Runner<'a> {
     /// layout, the plan is not installed and every page goes home instead (a permuted
     /// layout has no second copy to fall back on, and a BOPT layout's copies would be
     /// wasted). Returns whether the trial failed, so that the next phase starts guarded.
+    ///
+    /// A permutation of the data area (dlr-frag) must do more than win: its copies cannot
+    /// be dropped for free (undoing it costs as much again), so it must win by enough to
+    /// pay for them — the trial's saving per request, over a phase as long as the one
+    /// before (`phase_len` requests), must exceed the busy time of the plan's copies.
     fn reconfigure(
         &self,
         policy: &str,
         layout: &mut Layout,
         train: &[Request],
         tail: &[Request],
+        phase_len: usize,
     ) -> Result<(CopyIo, Option<PlanCost>, bool), EvalError> {
         if matches!(layout, Layout::Home(_)) {
             return Ok((CopyIo::default(), None, false));
@@ -254,7 +264,14 @@ impl<'a> Runner<'a> {
             } else {
                 trial.reconfigure(&planner::plan(policy, before, &self.params())?.0)?;
             }
-            hurt = self.shadow_hurts(trial, tail)?;
+            let (busy, plain) = self.shadow_vs_plain(trial, tail)?;
+            hurt = busy > plain;
+            if !hurt && placement.space == TargetSpace::DataArea {
+                let copies = layout.clone().reconfigure(&placement)?;
+                let copy_s = replay::copies(&self.cfg.device, &copies.requests)?.busy_time_s;
+                let saving = (plain - busy) * phase_len as f64 / tail.len() as f64;
+                hurt = saving <= copy_s;
+            }
             if hurt {
                 placement.ranges.clear();
             }
@@ -262,10 +279,10 @@ impl<'a> Runner<'a> {
         Ok((layout.reconfigure(&placement)?, Some(cost), hurt))
     }
 
-    /// True when `layout` serves `reqs` slower than the plain layout would.
-    fn shadow_hurts(&self, layout: Layout, reqs: &[Request]) -> Result<bool, EvalError> {
+    /// Busy seconds of `reqs` on `layout` (unguarded) and on the plain layout.
+    fn shadow_vs_plain(&self, layout: Layout, reqs: &[Request]) -> Result<(f64, f64), EvalError> {
         let busy = replay::shadow(&self.cfg.device, self.cfg.speed, reqs, layout)?;
-        Ok(busy > self.vanilla_busy_of(reqs)?)
+        Ok((busy, self.vanilla_busy_of(reqs)?))
     }
 
     fn vanilla_busy_of(&self, reqs: &[Request]) -> Result<f64, EvalError> {
@@ -299,7 +316,13 @@ impl<'a> Runner<'a> {
         epoch: usize,
         first_guarded: bool,
     ) -> Result<Vec<bool>, EvalError> {
-        if !self.cfg.guard || !matches!(layout, Layout::Bopt(_)) {
+        if !self.cfg.guard {
+            return Ok(Vec::new());
+        }
+        if layout.is_permuted() {
+            return self.permuted_epochs(layout, start, end, epoch);
+        }
+        if !matches!(layout, Layout::Bopt(_)) {
             return Ok(Vec::new());
         }
         let chunks: Vec<&[Request]> = self.w.requests[start..end].chunks(epoch).collect();
@@ -320,6 +343,41 @@ impl<'a> Runner<'a> {
             .busy_time_s;
             plain_s += self.vanilla_busy_of(chunk)?;
             guarded.push(twin_s > plain_s);
+        }
+        Ok(guarded)
+    }
+}
+
+impl Runner<'_> {
+    /// The guard for a permuted layout (dlr-frag), which has no second copy to bypass to:
+    /// a guarded epoch first moves every page home (charged to this normal phase, see
+    /// [`Layout::send_permuted_home`]), after which the layout is the plain one. Moving
+    /// home costs real I/O, so it is the rent-or-buy rule: go home once the layout's
+    /// loss over the phase so far (shadow replays against the plain layout) reaches what
+    /// moving home costs; the total then stays within twice the best choice in hindsight.
+    /// The trial decided whether the permutation serves at all, so the first epoch runs
+    /// unguarded.
+    fn permuted_epochs(
+        &self,
+        layout: &Layout,
+        start: usize,
+        end: usize,
+        epoch: usize,
+    ) -> Result<Vec<bool>, EvalError> {
+        let mut home = Vec::new();
+        layout.clone().send_permuted_home(&mut home);
+        let home_s = replay::copies(&self.cfg.device, &home)?.busy_time_s;
+        let chunks: Vec<&[Request]> = self.w.requests[start..end].chunks(epoch).collect();
+        let mut guarded = vec![false];
+        let mut loss = 0.0;
+        for chunk in &chunks[..chunks.len() - 1] {
+            if guarded.last() == Some(&true) {
+                guarded.push(true);
+                continue;
+            }
+            let (busy, plain) = self.shadow_vs_plain(layout.clone(), chunk)?;
+            loss += busy - plain;
+            guarded.push(loss >= home_s);
         }
         Ok(guarded)
     }

@@ -223,3 +223,37 @@ fn the_guard_keeps_every_policy_within_two_percent_of_vanilla_when_the_layout_hu
         assert!(rel <= 1.02, "{name}: {rel} of vanilla with the guard");
     }
 }
+
+#[test]
+fn a_data_area_permutation_that_starts_losing_is_sent_home_mid_phase_at_a_charge() {
+    // Four phases read 256 scattered pages in one fixed order, 12 times each: dlr-frag
+    // lays them out in that order (ascending LBAs) and the saving pays for its copies.
+    // The last phase reads them in home LBA order, which the permutation scatters: the
+    // guard must move every page home during that phase and charge the copies to it.
+    let pages = scattered(256, 3);
+    let mut sorted = pages.clone();
+    sorted.sort_unstable();
+    let reqs: Vec<Request> = (0..60 * 256)
+        .map(|i| {
+            let order = if i < 48 * 256 { &pages } else { &sorted };
+            read(i, order[i % 256], 10 * MS)
+        })
+        .collect();
+    let mut cfg = config(&["vanilla", "dlr-frag"]);
+    cfg.guard_epoch_requests = 128;
+    let guarded = run(&reqs, &cfg);
+    cfg.guard = false;
+    let unguarded = run(&reqs, &cfg);
+    for (name, r) in guarded.iter().chain(&unguarded) {
+        check_consistent(name, r, reqs.len() as u64);
+    }
+    let last = |r: &PolicyResult| r.phases.last().unwrap().clone();
+    let (g, u) = (last(&guarded["dlr-frag"]), last(&unguarded["dlr-frag"]));
+    // The permutation was installed and won before the change.
+    assert!(guarded["dlr-frag"].phases[2].hit_rate > 0.9);
+    // Sent home mid-phase: every page moved is charged to the phase, which still beats
+    // keeping the permutation.
+    assert_eq!(g.bytes_moved, 256 * 4096);
+    assert!(g.busy_time_s < u.busy_time_s);
+    assert_eq!(u.bytes_moved, 0);
+}
