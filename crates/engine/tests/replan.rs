@@ -84,7 +84,9 @@ fn repetitive_reads_are_replanned_into_the_read_cache_and_data_stays_intact() {
         let after = e.status();
         last_rate =
             (after.read_hits - before.read_hits) as f64 / (after.reads - before.reads) as f64;
-        if last_rate >= 0.95 {
+        // Every hot page is planned, so wait for all of them: stopping at 95% (23 of 24)
+        // raced the last move and left a planned page unmapped.
+        if last_rate >= 1.0 {
             break;
         }
         std::thread::sleep(Duration::from_millis(5)); // idle: lets reconfiguration run
@@ -96,7 +98,7 @@ fn repetitive_reads_are_replanned_into_the_read_cache_and_data_stays_intact() {
     assert!(r.plans >= 1, "{r:?}");
     assert_eq!(r.last_trigger.as_deref(), Some("requests"));
     assert_eq!(r.last_planned_pages, hot.len() as u64, "{r:?}");
-    assert!(last_rate >= 0.95, "hit rate {last_rate}, status {st:?}");
+    assert!(last_rate >= 1.0, "hit rate {last_rate}, status {st:?}");
     for &p in &hot {
         assert!(
             e.indirector().map().lookup(p).is_some(),

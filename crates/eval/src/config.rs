@@ -288,7 +288,8 @@ impl Default for EvalConfig {
             guard: true,
             guard_epoch_requests: 500,
             page_sectors: 8,
-            min_edge_weight: 1,
+            // As `reblock evaluate`: transitions seen once are mostly noise on real traces.
+            min_edge_weight: 2,
             data_area: DataArea::Device,
             wrap: false,
         }

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use reblock_record::loopdev::LoopDevice;
@@ -35,6 +35,16 @@ fn tracefs_usable() -> bool {
              set REBLOCK_SKIP_TRACEFS=1 to skip it"
         ),
     }
+}
+
+/// The tests compare the global tracing state before, during and after a recording, so two
+/// of them recording at once (the test harness runs tests on parallel threads) would each
+/// see the other's tracefs instance. Each test holds this lock for its whole run.
+static TRACEFS: Mutex<()> = Mutex::new(());
+
+fn serialize() -> MutexGuard<'static, ()> {
+    // A test that failed while holding the lock poisons it; the next one may still run.
+    TRACEFS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The global tracing state a recording must leave as it found it.
@@ -90,6 +100,7 @@ fn records_exactly_the_requests_dd_issued() {
     if !tracefs_usable() {
         return;
     }
+    let _serial = serialize();
     let root = reblock_record::tracefs::find_root().unwrap();
     let before = global_state(&root);
     let dir = tempfile::tempdir().unwrap();
@@ -192,6 +203,7 @@ fn restores_tracing_state_when_recording_fails() {
     if !tracefs_usable() {
         return;
     }
+    let _serial = serialize();
     let root = reblock_record::tracefs::find_root().unwrap();
     let before = global_state(&root);
     let dir = tempfile::tempdir().unwrap();
@@ -240,6 +252,7 @@ fn blktrace_backend_records_or_says_why_not() {
     if !tracefs_usable() {
         return;
     }
+    let _serial = serialize();
     let dir = tempfile::tempdir().unwrap();
     let dev = LoopDevice::attach(&image(dir.path())).unwrap();
     let opts = Options {

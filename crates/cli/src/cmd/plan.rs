@@ -32,8 +32,9 @@ pub struct Args {
     #[arg(long, default_value_t = 4096, value_name = "BYTES")]
     pub page_size: u32,
     /// A vertex joins a group only through an edge of at least this weight (seed 000
-    /// §4.3's threshold); 0 places even isolated ranges.
-    #[arg(long, default_value_t = 1, value_name = "W")]
+    /// §4.3's threshold); 0 places even isolated ranges. The default 2 leaves out
+    /// transitions seen only once, which on real traces are mostly noise.
+    #[arg(long, default_value_t = 2, value_name = "W")]
     pub min_edge_weight: u64,
     /// dlr-seq / dlr-frag: score a candidate against only the K placed vertices nearest
     /// each end of the group (seed 002 §4's k-window refinement); 0 = the whole group.
