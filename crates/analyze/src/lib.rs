@@ -123,26 +123,23 @@ impl Analyzer {
         self.sizes_bytes.observe(req.bytes());
         self.timing.observe(req.ts_ns);
         self.determinism.observe(req);
-        self.working_sets.begin(req.ts_ns);
+        self.working_sets.begin(req.ts_ns, &mut self.pages);
         if req.sectors == 0 {
             return;
         }
-        for page in pages::page_range(req, self.config.page_bytes) {
-            let key = pages::PageKey {
-                device: req.device,
-                page,
-            };
-            let slot = self.pages.touch_slot(key, req.op);
-            self.working_sets.touch_slot(key, slot);
-        }
+        self.pages.touch_run(
+            req.device,
+            pages::page_range(req, self.config.page_bytes),
+            req.op,
+        );
     }
 
-    pub fn finish(self) -> Analysis {
+    pub fn finish(mut self) -> Analysis {
         let page_bytes = self.config.page_bytes;
+        let intervals = self.working_sets.finish(&mut self.pages);
         let pages = self.pages.summary();
         let det = self.determinism.summary();
         let timing = self.timing.finish();
-        let intervals = self.working_sets.finish();
         let c = &self.counters;
         let unique_bytes = pages.unique_pages * page_bytes;
         let device_pages = self.config.device_bytes.map(|b| b.div_ceil(page_bytes));

@@ -9,8 +9,6 @@ use reblock_trace::{Op, Request, SECTOR_BYTES};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use crate::working_set::Slot;
-
 /// A page of one device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PageKey {
@@ -54,41 +52,177 @@ pub fn page_range(req: &Request, page_bytes: u64) -> std::ops::Range<u64> {
     first..last + 1
 }
 
-/// One page's counts and its slot in the current working-set interval, kept together so
-/// a page access costs a single hash lookup.
-#[derive(Default)]
-struct Entry {
-    stat: PageStat,
-    slot: Slot,
+/// Pages per map entry. A request touches a run of consecutive pages (2.6 on average on
+/// the bundled kernel-build trace), and one lookup per group of four instead of one per
+/// page is most of the analyzer's speed: every lookup is a random access into a map that
+/// lives in the last-level cache or beyond. Memory per distinct page grows from 32 to at
+/// most 80 bytes when pages are scattered one per group.
+pub const GROUP_PAGES: u64 = 4;
+
+/// The key of one group: a device and the first page of the group divided by
+/// [`GROUP_PAGES`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct GroupKey {
+    device: u32,
+    group: u64,
 }
 
-#[derive(Default)]
+impl std::hash::Hash for GroupKey {
+    /// One word per key (see [`PageKey`]'s hash).
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.group ^ u64::from(self.device).rotate_right(16));
+    }
+}
+
+/// Flags of a page in [`Cell::interval`]'s top bits: whether it was in the first
+/// interval's working set, and in that set's top 20% (see [`crate::working_set`]).
+pub const IN_FIRST: u32 = 1 << 31;
+pub const IN_FIRST_TOP: u32 = 1 << 30;
+const INTERVAL_COUNT: u32 = IN_FIRST_TOP - 1;
+
+/// One page: its counts over the whole trace, its count in the current interval
+/// (saturating at 2^30 - 1) and the two first-interval flags.
+#[derive(Clone, Copy, Debug, Default)]
+struct Cell {
+    stat: PageStat,
+    interval: u32,
+}
+
+/// Four consecutive pages and the interval their interval counts belong to.
+#[derive(Clone, Copy, Debug, Default)]
+struct Group {
+    /// Interval stamp of the interval counts; older stamps mean "zero this interval".
+    stamp: u32,
+    cells: [Cell; GROUP_PAGES as usize],
+}
+
+/// Per-page counts over the whole trace and within the current working-set interval,
+/// with one map lookup per group of [`GROUP_PAGES`] pages a request touches.
 pub struct Pages {
-    map: FxHashMap<PageKey, Entry>,
+    map: FxHashMap<GroupKey, Group>,
+    /// The current interval's stamp (starts at 1: a new group's 0 is never current).
+    stamp: u32,
+    /// Groups first touched in the current interval, in order.
+    touched: Vec<GroupKey>,
+}
+
+impl Default for Pages {
+    fn default() -> Self {
+        Pages {
+            map: FxHashMap::default(),
+            stamp: 1,
+            touched: Vec::new(),
+        }
+    }
 }
 
 impl Pages {
-    pub fn touch(&mut self, key: PageKey, op: Op) {
-        self.touch_slot(key, op);
-    }
-
-    /// Counts an access and returns the page's working-set slot for the caller to use.
-    pub fn touch_slot(&mut self, key: PageKey, op: Op) -> &mut Slot {
-        let e = self.map.entry(key).or_default();
-        let s = &mut e.stat;
-        match op {
-            Op::Read => s.reads = s.reads.saturating_add(1),
-            Op::Write => s.writes = s.writes.saturating_add(1),
+    /// Counts one access by `op` to each page of `pages` on `device`.
+    pub fn touch_run(&mut self, device: u32, pages: std::ops::Range<u64>, op: Op) {
+        let mut page = pages.start;
+        while page < pages.end {
+            let group = page / GROUP_PAGES;
+            let first = (page % GROUP_PAGES) as usize;
+            let last = (pages.end - group * GROUP_PAGES).min(GROUP_PAGES) as usize;
+            let key = GroupKey { device, group };
+            let g = self.map.entry(key).or_default();
+            if g.stamp != self.stamp {
+                g.stamp = self.stamp;
+                for c in &mut g.cells {
+                    c.interval &= !INTERVAL_COUNT;
+                }
+                self.touched.push(key);
+            }
+            for c in &mut g.cells[first..last] {
+                match op {
+                    Op::Read => c.stat.reads = c.stat.reads.saturating_add(1),
+                    Op::Write => c.stat.writes = c.stat.writes.saturating_add(1),
+                }
+                if c.interval & INTERVAL_COUNT != INTERVAL_COUNT {
+                    c.interval += 1;
+                }
+            }
+            page = (group + 1) * GROUP_PAGES;
         }
-        &mut e.slot
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&PageKey, &PageStat)> {
-        self.map.iter().map(|(k, e)| (k, &e.stat))
+    /// Counts one access to one page.
+    pub fn touch(&mut self, key: PageKey, op: Op) {
+        self.touch_run(key.device, key.page..key.page + 1, op);
     }
 
+    /// Calls `f` with each page touched in the current interval, its count in the
+    /// interval and its flags ([`IN_FIRST`], [`IN_FIRST_TOP`]), which `f` may change.
+    /// Visits the groups through the interval's list when it is short, and by one scan of
+    /// the map when the interval touched a good part of it (a scan is sequential, so
+    /// about eight times cheaper per group than a lookup).
+    pub fn for_each_in_interval(&mut self, mut f: impl FnMut(PageKey, u32, &mut u32)) {
+        let stamp = self.stamp;
+        let mut visit = |key: &GroupKey, g: &mut Group| {
+            for (i, c) in g.cells.iter_mut().enumerate() {
+                let count = c.interval & INTERVAL_COUNT;
+                if count > 0 {
+                    let page = PageKey {
+                        device: key.device,
+                        page: key.group * GROUP_PAGES + i as u64,
+                    };
+                    let mut flags = c.interval & !INTERVAL_COUNT;
+                    f(page, count, &mut flags);
+                    c.interval = count | (flags & !INTERVAL_COUNT);
+                }
+            }
+        };
+        if self.touched.len() * 8 >= self.map.len() {
+            for (key, g) in self.map.iter_mut().filter(|(_, g)| g.stamp == stamp) {
+                visit(key, g);
+            }
+        } else {
+            for key in &self.touched {
+                if let Some(g) = self.map.get_mut(key) {
+                    visit(key, g);
+                }
+            }
+        }
+    }
+
+    /// Pages touched in the current interval.
+    pub fn interval_len(&self) -> usize {
+        self.touched
+            .iter()
+            .filter_map(|k| self.map.get(k))
+            .map(|g| {
+                g.cells
+                    .iter()
+                    .filter(|c| c.interval & INTERVAL_COUNT > 0)
+                    .count()
+            })
+            .sum()
+    }
+
+    /// Starts the next interval: every interval count reads as zero from now on.
+    pub fn next_interval(&mut self) {
+        self.stamp += 1;
+        self.touched.clear();
+    }
+
+    /// Every touched page with its counts, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (PageKey, PageStat)> + '_ {
+        self.map.iter().flat_map(|(k, g)| {
+            g.cells.iter().enumerate().filter_map(move |(i, c)| {
+                (c.stat.accesses() > 0).then_some((
+                    PageKey {
+                        device: k.device,
+                        page: k.group * GROUP_PAGES + i as u64,
+                    },
+                    c.stat,
+                ))
+            })
+        })
+    }
+
+    /// Distinct pages touched.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.iter().count()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -153,7 +287,7 @@ impl Pages {
         let mut all = Vec::with_capacity(self.map.len());
         let mut reads = Vec::new();
         let mut writes = Vec::new();
-        for s in self.map.values().map(|e| e.stat) {
+        for (_, s) in self.iter() {
             all.push(s.accesses());
             if s.reads > 0 {
                 reads.push(u64::from(s.reads));

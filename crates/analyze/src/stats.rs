@@ -50,6 +50,11 @@ pub struct Distribution {
     n: u64,
     sum: f64,
     sum_sq: f64,
+    /// A run of equal values not yet counted in `exact` or `buckets`: consecutive
+    /// requests mostly have the same size, and counting the run once saves a hash lookup
+    /// per request.
+    run_value: u64,
+    run_count: u64,
 }
 
 impl Distribution {
@@ -62,7 +67,25 @@ impl Distribution {
             b[bucket_index(v)] += 1;
             return;
         }
-        *self.exact.entry(v).or_insert(0) += 1;
+        if self.run_count > 0 && v == self.run_value {
+            self.run_count += 1;
+            return;
+        }
+        self.flush_run();
+        (self.run_value, self.run_count) = (v, 1);
+    }
+
+    /// Counts the pending run of equal values.
+    fn flush_run(&mut self) {
+        let (v, c) = (self.run_value, std::mem::take(&mut self.run_count));
+        if c == 0 {
+            return;
+        }
+        if let Some(b) = &mut self.buckets {
+            b[bucket_index(v)] += c;
+            return;
+        }
+        *self.exact.entry(v).or_insert(0) += c;
         if self.exact.len() > EXACT_LIMIT {
             let mut b = vec![0u64; BUCKETS];
             for (&v, &c) in &self.exact {
@@ -78,7 +101,17 @@ impl Distribution {
     }
 
     pub fn is_exact(&self) -> bool {
+        if self.run_count > 0 {
+            return self.flushed().is_exact();
+        }
         self.buckets.is_none()
+    }
+
+    /// A copy with the pending run counted.
+    fn flushed(&self) -> Distribution {
+        let mut d = self.clone();
+        d.flush_run();
+        d
     }
 
     pub fn mean(&self) -> Option<f64> {
@@ -97,6 +130,9 @@ impl Distribution {
 
     /// Values and their counts, ascending.
     pub fn sorted(&self) -> Vec<(u64, u64)> {
+        if self.run_count > 0 {
+            return self.flushed().sorted();
+        }
         if let Some(b) = &self.buckets {
             // Bucket indices ascend with their lower bounds: no sort needed.
             return b

@@ -9,18 +9,14 @@
 //! |T_i ∩ T_1| / |T_i|. Only intervals holding requests are listed, so a long gap costs
 //! nothing; each keeps its index.
 //!
-//! Memory: the current interval's page counts and the first interval's two sets.
-//!
-//! Speed: the counts are a dense list, and each page remembers its position in it (a
-//! [`Slot`]) alongside its other per-page data, so counting an access costs no hash
-//! lookup of its own. A slot is valid when it points inside the list at an entry for the
-//! same page; clearing the list at an interval's end therefore invalidates every slot at
-//! once.
+//! Memory: nothing per page of its own. The interval counts and two flags per page
+//! (in W_1, in T_1) live next to the page's other counts in [`Pages`], so counting an
+//! access costs no lookup of its own, and comparing with the first interval needs no set
+//! of its pages.
 
-use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
-use crate::pages::PageKey;
+use crate::pages::{PageKey, Pages, IN_FIRST, IN_FIRST_TOP};
 
 /// How the trace is cut into intervals.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,11 +59,8 @@ pub struct WorkingSets {
     seen: u64,
     index: u64,
     requests: u64,
-    /// Pages touched in the current interval with their access counts.
-    counts: Vec<(PageKey, u32)>,
-    /// Slots of pages touched through [`WorkingSets::touch`] (callers without their own).
-    slots: FxHashMap<PageKey, Slot>,
-    first: Option<(FxHashSet<PageKey>, FxHashSet<PageKey>)>,
+    /// Whether the first interval (holding requests) has closed.
+    first_done: bool,
     done: Vec<IntervalSummary>,
 }
 
@@ -79,16 +72,14 @@ impl WorkingSets {
             seen: 0,
             index: 0,
             requests: 0,
-            counts: Vec::new(),
-            slots: FxHashMap::default(),
-            first: None,
+            first_done: false,
             done: Vec::new(),
         }
     }
 
     /// Starts a request at `ts_ns`: moves to its interval (never backwards, so a late
-    /// request counts in the current interval).
-    pub fn begin(&mut self, ts_ns: u64) {
+    /// request counts in the current interval), closing the current one in `pages`.
+    pub fn begin(&mut self, ts_ns: u64, pages: &mut Pages) {
         let origin = *self.origin_ns.get_or_insert(ts_ns);
         let index = match &self.rule {
             Interval::Duration { ns } => ts_ns.saturating_sub(origin) / (*ns).max(1),
@@ -97,117 +88,84 @@ impl WorkingSets {
         };
         self.seen += 1;
         if index > self.index {
-            self.close();
+            self.close(pages);
             self.index = index;
         }
         self.requests += 1;
     }
 
-    pub fn touch(&mut self, key: PageKey) {
-        let slot = self.slots.entry(key).or_default();
-        touch_slot(&mut self.counts, key, slot);
-    }
-
-    /// Counts an access to `key`, whose slot the caller keeps (see the module doc).
-    pub fn touch_slot(&mut self, key: PageKey, slot: &mut Slot) {
-        touch_slot(&mut self.counts, key, slot);
-    }
-
-    fn close(&mut self) {
+    fn close(&mut self, pages: &mut Pages) {
         if self.requests == 0 {
             return;
         }
-        let top = top20(&self.counts);
-        let pages = self.counts.len();
-        // Only the first interval's sets are kept; later ones are measured against them
-        // straight from the counts, without building a set per interval.
+        // Every page of the interval ranked by one packed integer (see `rank`); the
+        // top 20% are the ranks up to the k-th smallest.
+        let mut ranks = Vec::new();
+        let mut first_top_ranks = Vec::new();
+        let mut first_hits = 0usize;
+        pages.for_each_in_interval(|page, count, flags| {
+            let r = rank(page, count);
+            ranks.push(r);
+            first_hits += usize::from(*flags & IN_FIRST != 0);
+            if *flags & IN_FIRST_TOP != 0 {
+                first_top_ranks.push(r);
+            }
+        });
+        let n = ranks.len();
+        let k = n.div_ceil(5);
+        let threshold = kth_smallest(&mut ranks, k);
         let share = |hits: usize, n: usize| if n == 0 { 0.0 } else { hits as f64 / n as f64 };
-        let Some((first_all, first_top)) = &self.first else {
-            let all: FxHashSet<PageKey> = self.counts.iter().map(|e| e.0).collect();
-            let (overlap, overlap_top20) = (share(pages, pages), share(top.len(), top.len()));
-            self.first = Some((all, top.into_iter().collect()));
-            self.push_summary(pages, overlap, overlap_top20);
-            return;
+        let (overlap, overlap_top20) = if self.first_done {
+            let top_hits = first_top_ranks.iter().filter(|&&r| r <= threshold).count();
+            (share(first_hits, n), share(top_hits, k))
+        } else {
+            // The first interval: remember its pages and its top 20% in their flags.
+            pages.for_each_in_interval(|page, count, flags| {
+                *flags |= IN_FIRST;
+                if rank(page, count) <= threshold {
+                    *flags |= IN_FIRST_TOP;
+                }
+            });
+            self.first_done = true;
+            (share(n, n), share(k, k))
         };
-        let all_hits = self
-            .counts
-            .iter()
-            .filter(|e| first_all.contains(&e.0))
-            .count();
-        let top_hits = top.iter().filter(|k| first_top.contains(k)).count();
-        let (overlap, overlap_top20) = (share(all_hits, pages), share(top_hits, top.len()));
-        self.push_summary(pages, overlap, overlap_top20);
-    }
-
-    fn push_summary(&mut self, pages: usize, overlap: f64, overlap_top20: f64) {
         self.done.push(IntervalSummary {
             index: self.index,
             requests: self.requests,
-            pages: pages as u64,
+            pages: n as u64,
             overlap,
             overlap_top20,
         });
-        self.counts.clear();
+        pages.next_interval();
         self.requests = 0;
     }
 
-    pub fn finish(mut self) -> Vec<IntervalSummary> {
-        self.close();
+    pub fn finish(mut self, pages: &mut Pages) -> Vec<IntervalSummary> {
+        self.close(pages);
         self.done
     }
 }
 
-/// Where a page's count sits in the current interval's list (see the module doc).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Slot(u32);
-
-impl Default for Slot {
-    fn default() -> Self {
-        Slot(u32::MAX)
-    }
+/// A page's rank in its interval as one integer whose plain order is the rank order:
+/// more accesses first (the inverted count in the top 32 bits), ties to the lower device,
+/// then the lower page. Keys are distinct, so the order is total and "rank <= the k-th
+/// smallest rank" selects exactly the k pages a full sort would put first.
+fn rank(page: PageKey, count: u32) -> u128 {
+    u128::from(!count) << 96 | u128::from(page.device) << 64 | u128::from(page.page)
 }
 
-fn touch_slot(counts: &mut Vec<(PageKey, u32)>, key: PageKey, slot: &mut Slot) {
-    if let Some(e) = counts.get_mut(slot.0 as usize) {
-        if e.0 == key {
-            e.1 = e.1.saturating_add(1);
-            return;
-        }
+/// The k-th smallest of `ranks` (1-based; linear-time selection), or 0 when k == 0.
+fn kth_smallest(ranks: &mut [u128], k: usize) -> u128 {
+    if k == 0 {
+        return 0;
     }
-    // More than u32::MAX - 1 pages in one interval (16 TiB of 4 KiB pages) would need a
-    // wider slot; this one then stays invalid, and the page would be listed again.
-    slot.0 = u32::try_from(counts.len()).unwrap_or(u32::MAX);
-    counts.push((key, 1));
-}
-
-/// The ceil(n / 5) most-accessed pages (ties: lower key first). Keys are distinct, so
-/// the order is total and selecting the first k (linear time) picks exactly the pages a
-/// full sort would.
-///
-/// Each entry is packed into one u128 whose plain order is the rank order: the inverted
-/// count in the top 32 bits, then the device, then the page, so selection compares single
-/// integers instead of running a three-field comparator.
-fn top20(counts: &[(PageKey, u32)]) -> Vec<PageKey> {
-    let mut v: Vec<u128> = counts
-        .iter()
-        .map(|&(k, c)| u128::from(!c) << 96 | u128::from(k.device) << 64 | u128::from(k.page))
-        .collect();
-    let k = v.len().div_ceil(5);
-    if k < v.len() {
-        v.select_nth_unstable(k);
-        v.truncate(k);
-    }
-    v.into_iter()
-        .map(|x| PageKey {
-            device: (x >> 64) as u32,
-            page: x as u64,
-        })
-        .collect()
+    *ranks.select_nth_unstable(k - 1).1
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reblock_trace::Op;
 
     fn k(page: u64) -> PageKey {
         PageKey { device: 0, page }
@@ -219,24 +177,25 @@ mod tests {
         // Interval 1: pages {0,1,9,10} with page 9 touched 3 times.
         // overlap_1 = |{0,1}| / 4 = 0.5. Top 20%: T_0 = ceil(5/5) = 1 page {0};
         // T_1 = ceil(4/5) = 1 page {9}; overlap_top20 = 0/1 = 0.
+        let mut pages = Pages::default();
         let mut w = WorkingSets::new(Interval::Requests { n: 2 });
-        w.begin(0);
+        w.begin(0, &mut pages);
         for p in [0, 1, 2, 0] {
-            w.touch(k(p));
+            pages.touch(k(p), Op::Read);
         }
-        w.begin(0);
+        w.begin(0, &mut pages);
         for p in [3, 4, 0] {
-            w.touch(k(p));
+            pages.touch(k(p), Op::Read);
         }
-        w.begin(0);
+        w.begin(0, &mut pages);
         for p in [9, 9, 0] {
-            w.touch(k(p));
+            pages.touch(k(p), Op::Read);
         }
-        w.begin(0);
+        w.begin(0, &mut pages);
         for p in [1, 10, 9] {
-            w.touch(k(p));
+            pages.touch(k(p), Op::Read);
         }
-        let s = w.finish();
+        let s = w.finish(&mut pages);
         assert_eq!(s.len(), 2);
         assert_eq!(
             (s[0].pages, s[0].overlap, s[0].overlap_top20),
@@ -249,24 +208,26 @@ mod tests {
     #[test]
     fn time_intervals_skip_empty_ones_and_start_lists_work() {
         // 1 s intervals: requests at 0 s, 0.5 s, 3.2 s -> intervals 0 and 3 only.
+        let mut pages = Pages::default();
         let mut w = WorkingSets::new(Interval::Duration { ns: 1_000_000_000 });
         for (ts, p) in [(0, 1), (500_000_000, 2), (3_200_000_000, 1)] {
-            w.begin(ts);
-            w.touch(k(p));
+            w.begin(ts, &mut pages);
+            pages.touch(k(p), Op::Read);
         }
-        let s = w.finish();
+        let s = w.finish(&mut pages);
         let idx: Vec<u64> = s.iter().map(|i| i.index).collect();
         assert_eq!(idx, vec![0, 3]);
         assert_eq!(s[1].overlap, 1.0);
         // Starts [10, 20]: ts 5 -> interval 0, ts 10 -> 1, ts 25 -> 2.
+        let mut pages = Pages::default();
         let mut w = WorkingSets::new(Interval::Starts {
             starts_ns: vec![10, 20],
         });
         for (ts, p) in [(5, 1), (10, 2), (25, 3)] {
-            w.begin(ts);
-            w.touch(k(p));
+            w.begin(ts, &mut pages);
+            pages.touch(k(p), Op::Read);
         }
-        let idx: Vec<u64> = w.finish().iter().map(|i| i.index).collect();
+        let idx: Vec<u64> = w.finish(&mut pages).iter().map(|i| i.index).collect();
         assert_eq!(idx, vec![0, 1, 2]);
     }
 }
