@@ -19,8 +19,13 @@
 //!
 //! Memory: one entry per stream plus one per distinct pair. Pairs are the one structure
 //! that can grow with the number of requests (a fully random trace has a new pair per
-//! request); exact partial determinism needs them.
+//! request); exact partial determinism needs them. They are counted by sorted batches
+//! ([`reblock_tally::Tally`], keys packed into 128 bits) rather than in a hash map: a
+//! lookup per request into a map of a million pairs waits on memory every time, and
+//! only the final counts are needed. A pair whose sectors or device number do not fit
+//! the packing (sectors past 2^56, more than 65535 devices) is counted in a hash map.
 
+use reblock_tally::{Count, Tally};
 use reblock_trace::Request;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -47,17 +52,35 @@ struct PairCount {
     non_sequential: u32,
 }
 
+impl Count for PairCount {
+    fn absorb(&mut self, other: PairCount) {
+        self.all = self.all.saturating_add(other.all);
+        self.non_sequential = self.non_sequential.saturating_add(other.non_sequential);
+    }
+}
+
+/// Bits of each sector in a packed pair key.
+const SECTOR_BITS: u32 = 56;
+const MAX_DEVICES: usize = 1 << (128 - 2 * SECTOR_BITS);
+
 #[derive(Default)]
 pub struct Determinism {
     /// Each stream's number: its index in `last`.
     streams: FxHashMap<StreamKey, u32>,
     /// Per stream, the (start, end) sector of its latest request.
     last: Vec<(u64, u64)>,
+    /// Per stream, its device's index in `devices` (None past [`MAX_DEVICES`]).
+    stream_device: Vec<Option<usize>>,
     /// The stream of the previous request. Consecutive requests nearly always come from
     /// one process (99% on the bundled kernel-build trace), so this saves the stream
     /// lookup for most requests.
     recent: Option<(StreamKey, u32)>,
-    pairs: FxHashMap<PairKey, PairCount>,
+    /// Devices in order of appearance: a pair key holds the device's index.
+    devices: Vec<u32>,
+    /// Pairs packed as (device index, from, to), see [`SECTOR_BITS`].
+    pairs: Tally<u128, PairCount>,
+    /// Pairs that do not fit the packing.
+    wide_pairs: FxHashMap<PairKey, PairCount>,
     transitions: u64,
     sequential: u64,
 }
@@ -93,6 +116,8 @@ impl Determinism {
                 if id == next {
                     // A new stream: no transition yet.
                     self.last.push(pos);
+                    let device = self.device_index(req.device);
+                    self.stream_device.push(device);
                     return;
                 }
                 id
@@ -102,23 +127,49 @@ impl Determinism {
         self.transitions += 1;
         let sequential = req.sector == end;
         self.sequential += u64::from(sequential);
-        let c = self
-            .pairs
-            .entry(PairKey {
-                device: req.device,
-                from,
-                to: req.sector,
-            })
-            .or_default();
-        c.all = c.all.saturating_add(1);
-        c.non_sequential = c.non_sequential.saturating_add(u32::from(!sequential));
+        let count = PairCount {
+            all: 1,
+            non_sequential: u32::from(!sequential),
+        };
+        let device = self.stream_device[id as usize];
+        let fits = |s: u64| s < 1 << SECTOR_BITS;
+        match device {
+            Some(d) if fits(from) && fits(req.sector) => {
+                let key = (d as u128) << (2 * SECTOR_BITS)
+                    | u128::from(from) << SECTOR_BITS
+                    | u128::from(req.sector);
+                self.pairs.add(key, count);
+            }
+            _ => self
+                .wide_pairs
+                .entry(PairKey {
+                    device: req.device,
+                    from,
+                    to: req.sector,
+                })
+                .or_default()
+                .absorb(count),
+        }
+    }
+
+    /// The device's index for pair keys; None past [`MAX_DEVICES`]. Called once per
+    /// stream, and traces have one device or a few, so a scan of the list will do.
+    fn device_index(&mut self, device: u32) -> Option<usize> {
+        if let Some(i) = self.devices.iter().position(|&d| d == device) {
+            return Some(i);
+        }
+        if self.devices.len() == MAX_DEVICES {
+            return None;
+        }
+        self.devices.push(device);
+        Some(self.devices.len() - 1)
     }
 
     pub fn summary(&self) -> DeterminismSummary {
         let non_sequential = self.transitions - self.sequential;
-        let repeated: u64 = self
-            .pairs
-            .values()
+        let packed = self.pairs.counts();
+        let all = packed.iter().map(|e| &e.1).chain(self.wide_pairs.values());
+        let repeated: u64 = all
             .filter(|c| c.all >= 2)
             .map(|c| u64::from(c.non_sequential))
             .sum();
@@ -129,7 +180,7 @@ impl Determinism {
             sequential_transitions: self.sequential,
             non_sequential_transitions: non_sequential,
             repeated_non_sequential_transitions: repeated,
-            distinct_pairs: self.pairs.len() as u64,
+            distinct_pairs: (packed.len() + self.wide_pairs.len()) as u64,
             sequential_fraction: ratio(self.sequential, self.transitions),
             partial_determinism: ratio(repeated, non_sequential),
         }

@@ -10,7 +10,7 @@
 //! All processes' graphs live in one arena with compact `u32` ids so that memory grows with
 //! the distinct (process, extent) pairs and edges, not with the trace length.
 
-use crate::tally::Tally;
+use reblock_tally::Tally;
 use reblock_trace::{CommandId, Request};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -104,7 +104,7 @@ pub struct ProcessGraphs {
     vertex_ids: FxHashMap<(u32, u64, u32), u32>,
     /// Times `to` followed `from`, keyed by [`edge_key`]: counted by sorted batches rather
     /// than in a hash map, so recording an edge is a sequential write (see [`Tally`]).
-    edges: Tally,
+    edges: Tally<u64, u64>,
     requests: u64,
     last_process: Option<(ProcessKey, u32)>,
 }
@@ -152,7 +152,7 @@ impl ProcessGraphs {
         self.vertices[id as usize].hits += 1;
         let recent = &mut self.recent[process as usize];
         for &from in &recent.ids {
-            self.edges.add(edge_key(from, id));
+            self.edges.add(edge_key(from, id), 1);
         }
         recent.push(id, self.options.lookahead);
     }
@@ -211,7 +211,7 @@ impl ProcessGraphs {
                 .copied()
         };
         match (id(from), id(to)) {
-            (Some(a), Some(b)) => self.edges.count(edge_key(a, b)),
+            (Some(a), Some(b)) => self.edges.get(edge_key(a, b)).unwrap_or(0),
             _ => 0,
         }
     }

@@ -24,7 +24,6 @@ pub mod group;
 pub mod master;
 pub mod placement;
 pub mod policy;
-mod tally;
 
 pub use convert::NotReadCache;
 pub use graph::{Extent, GraphOptions, ProcessGraphs, ProcessKey};
