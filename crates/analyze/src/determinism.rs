@@ -262,6 +262,28 @@ mod tests {
     }
 
     #[test]
+    fn huge_sectors_and_several_devices_count_like_small_ones() {
+        // The same loop A -> B -> A -> B on two devices, once at small sectors (packed
+        // keys) and once past 2^56 (the hash-map fallback): per device 3 non-sequential
+        // transitions, pairs (A,B) twice and (B,A) once -> 2 of 3 repeat.
+        for base in [0u64, 1 << 60] {
+            let mut d = Determinism::default();
+            for device in [3u32, 9] {
+                for s in [base, base + 100, base, base + 100] {
+                    let mut q = r(None, 0, s, 8);
+                    q.device = device;
+                    d.observe(&q);
+                }
+            }
+            let s = d.summary();
+            assert_eq!(s.streams, 2, "base {base}");
+            assert_eq!(s.non_sequential_transitions, 6);
+            assert_eq!(s.distinct_pairs, 4);
+            assert_eq!(s.repeated_non_sequential_transitions, 4);
+        }
+    }
+
+    #[test]
     fn all_sequential_has_no_partial_determinism() {
         let mut d = Determinism::default();
         for s in [0, 8, 16] {
