@@ -60,7 +60,15 @@ fn bench(c: &mut Criterion) {
     let real = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/traces/captured/dev_kernel.trace.txt");
     match count(&real) {
-        Some(rows) => file_group(c, "real_dev_kernel_text", &real, rows),
+        Some(rows) => {
+            file_group(c, "real_dev_kernel_text", &real, rows);
+            let real_parquet = dir.path().join("dev_kernel.parquet");
+            let trace = TraceReader::open(&real, &ReadOptions::default())
+                .and_then(|r| r.read_all())
+                .unwrap();
+            reblock_trace::parquet::write_trace(&trace, &real_parquet).unwrap();
+            file_group(c, "real_dev_kernel_parquet", &real_parquet, rows);
+        }
         None => eprintln!(
             "skipping the real-trace case: {} unreadable",
             real.display()
