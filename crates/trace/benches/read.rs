@@ -1,5 +1,6 @@
-//! Reading speed, in requests per second, against a baseline measured in the same run:
-//! splitting the same native file into lines with `read_until` and nothing else. The later
+//! Reading speed, in requests per second, against baselines measured in the same run:
+//! splitting the same native file into lines with `read_until` and nothing else, and
+//! decoding the same Parquet file's record batches with the Arrow reader and nothing else. The later
 //! analyzer needs native text well above 2 M requests/s and Parquet well above 5 M/s on
 //! one core.
 
@@ -8,8 +9,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use reblock_trace::format::native::write_line;
-use reblock_trace::parquet::ParquetWriter;
+use reblock_trace::parquet::{ParquetWriter, BATCH_ROWS};
 use reblock_trace::{Commands, FormatChoice, Op, ReadOptions, Request, TraceReader};
 
 const REQUESTS: u64 = 1_000_000;
@@ -70,6 +72,23 @@ fn count_lines(path: &Path) -> u64 {
     n
 }
 
+/// The Parquet floor: decoding the same file's record batches with the Arrow reader and
+/// nothing else (no requests made).
+fn count_batches(path: &Path) -> u64 {
+    let file = std::fs::File::open(path).unwrap();
+    let batches = ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .with_batch_size(BATCH_ROWS)
+        .build()
+        .unwrap();
+    let mut n = 0;
+    for b in batches {
+        n += black_box(b.unwrap()).num_rows() as u64;
+    }
+    assert_eq!(n, REQUESTS);
+    n
+}
+
 fn read(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let (txt, pq) = (dir.path().join("t.txt"), dir.path().join("t.parquet"));
@@ -81,6 +100,9 @@ fn read(c: &mut Criterion) {
         b.iter(|| count_lines(&txt))
     });
     g.bench_function("native_text", |b| b.iter(|| count_requests(&txt, "native")));
+    g.bench_function("baseline_parquet_batches", |b| {
+        b.iter(|| count_batches(&pq))
+    });
     g.bench_function("parquet", |b| b.iter(|| count_requests(&pq, "parquet")));
     g.finish();
 }
