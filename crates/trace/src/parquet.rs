@@ -20,7 +20,10 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
-use ::parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use ::parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder,
+};
 use ::parquet::arrow::ArrowWriter;
 use ::parquet::basic::{Compression, ZstdLevel};
 use ::parquet::file::properties::WriterProperties;
@@ -33,8 +36,7 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use crate::error::{FieldError, TraceError};
-use crate::format::Parsed;
-use crate::reader::NextParsed;
+use crate::reader::{Refill, Ring, RING};
 use crate::request::{CommandId, Commands, Op, Request, NO_COMMAND};
 use crate::Trace;
 
@@ -199,29 +201,69 @@ struct CommandColumn {
     ids: Vec<CommandId>,
 }
 
-/// One batch's columns, typed.
+/// What one dictionary value of the op column spells.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OpValue {
+    Op(Op),
+    Null,
+    /// Neither "R" nor "W" (the spelling is in the dictionary, for the error).
+    Other,
+}
+
+/// The op column of one batch as dictionary keys, each dictionary value looked at once.
+struct OpColumn {
+    keys: Int32Array,
+    values: StringArray,
+    ops: Vec<OpValue>,
+}
+
+/// One batch's columns, typed, checked as whole columns.
 struct Columns {
+    len: usize,
     ts_ns: UInt64Array,
     pid: UInt32Array,
     command: CommandColumn,
     device: UInt32Array,
     sector: UInt64Array,
     sectors: UInt32Array,
-    op: StringArray,
+    op: OpColumn,
 }
 
 /// Requests read back from Parquet, batch by batch, for [`crate::TraceReader`]. Each batch
-/// is decoded column by column into requests at once (tight loops over plain slices); the
-/// rare bad rows are kept aside with their errors.
+/// is checked column by column at once (nulls by count, lengths and keys by a scan); the
+/// rare bad rows are found row by row only when a column check fails. Good rows are
+/// decoded a ring at a time, in tight loops over plain slices.
 pub(crate) struct ParquetRows {
     batches: ParquetRecordBatchReader,
-    rows: std::vec::IntoIter<Request>,
+    cols: Option<Columns>,
     /// Bad rows of the current batch, by index, in order.
     bad: std::collections::VecDeque<(usize, FieldError)>,
+    /// The next row of the current batch to hand out.
     next: usize,
     /// Rows before the current batch: row numbers in errors count from 1.
     base_row: u64,
     pub(crate) commands: Commands,
+}
+
+/// The schema to read `file` with: string `op` and `command` columns come as dictionaries
+/// (the writer dictionary-encodes them, so the reader hands over the keys instead of
+/// expanding every row into a string). Anything else is read as the file says.
+fn dictionary_hint(file: &SchemaRef) -> Option<SchemaRef> {
+    let dict = DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8));
+    let mut changed = false;
+    let fields: Vec<Field> = file
+        .fields()
+        .iter()
+        .map(|f| {
+            let mut f = f.as_ref().clone();
+            if matches!(f.name().as_str(), "op" | "command") && *f.data_type() == DataType::Utf8 {
+                f = f.with_data_type(dict.clone());
+                changed = true;
+            }
+            f
+        })
+        .collect();
+    changed.then(|| Arc::new(Schema::new_with_metadata(fields, file.metadata().clone())))
 }
 
 impl ParquetRows {
@@ -229,12 +271,23 @@ impl ParquetRows {
         input: R,
         path: &Path,
     ) -> Result<Self, TraceError> {
-        let batches = ParquetRecordBatchReaderBuilder::try_new(input)
-            .and_then(|b| b.with_batch_size(BATCH_ROWS).build())
-            .map_err(|e| other(path, format!("not a readable Parquet trace: {e}")))?;
+        let bad = |e: ::parquet::errors::ParquetError| {
+            other(path, format!("not a readable Parquet trace: {e}"))
+        };
+        let mut meta = ArrowReaderMetadata::load(&input, ArrowReaderOptions::new()).map_err(bad)?;
+        if let Some(hint) = dictionary_hint(meta.schema()) {
+            let opts = ArrowReaderOptions::new().with_schema(hint);
+            if let Ok(hinted) = ArrowReaderMetadata::try_new(meta.metadata().clone(), opts) {
+                meta = hinted;
+            }
+        }
+        let batches = ParquetRecordBatchReaderBuilder::new_with_metadata(input, meta)
+            .with_batch_size(BATCH_ROWS)
+            .build()
+            .map_err(bad)?;
         Ok(ParquetRows {
             batches,
-            rows: Vec::new().into_iter(),
+            cols: None,
             bad: Default::default(),
             next: 0,
             base_row: 0,
@@ -242,29 +295,37 @@ impl ParquetRows {
         })
     }
 
-    /// The next row as a request (or why it is not one), with its 1-based row number.
-    pub(crate) fn next_parsed(&mut self, path: &Path) -> Result<NextParsed, TraceError> {
+    /// Decodes the next good rows into `ring`, or reports the next bad row (numbered
+    /// from 1), or the end.
+    pub(crate) fn refill(&mut self, ring: &mut Ring, path: &Path) -> Result<Refill, TraceError> {
         loop {
-            if let Some(r) = self.rows.next() {
-                let i = self.next;
-                self.next += 1;
-                let row = self.base_row + i as u64 + 1;
-                if self.bad.front().is_some_and(|(b, _)| *b == i) {
-                    let (_, e) = self.bad.pop_front().expect("checked");
-                    return Ok(Some((row, Err(e))));
+            if let Some(cols) = &self.cols {
+                if self.next < cols.len {
+                    let stop = match self.bad.front() {
+                        Some(&(b, _)) if b == self.next => {
+                            let (_, e) = self.bad.pop_front().expect("checked");
+                            self.next += 1;
+                            return Ok(Refill::Bad(self.base_row + self.next as u64, e));
+                        }
+                        Some(&(b, _)) => b,
+                        None => cols.len,
+                    };
+                    let stop = stop.min(self.next + RING);
+                    cols.decode(self.next..stop, &mut ring.reqs);
+                    self.next = stop;
+                    return Ok(ring.ready());
                 }
-                return Ok(Some((row, Ok(Parsed::Request(r)))));
+                self.base_row += cols.len as u64;
+                self.cols = None;
             }
-            self.base_row += self.next as u64;
             let Some(batch) = self.batches.next() else {
-                return Ok(None);
+                return Ok(Refill::End);
             };
             let batch = batch.map_err(|e| other(path, format!("reading Parquet: {e}")))?;
             let cols = Columns::of(&batch, &mut self.commands).map_err(|e| other(path, e))?;
-            let (rows, bad) = cols.decode();
-            self.rows = rows.into_iter();
-            self.bad = bad;
+            self.bad = cols.bad_rows();
             self.next = 0;
+            self.cols = Some(cols);
         }
     }
 }
@@ -289,14 +350,18 @@ fn typed<T: arrow_array::types::ArrowPrimitiveType>(
     })
 }
 
+/// Whether every key of `keys` (nulls included, whatever they hold) indexes a table of
+/// `len` entries: one branch-free scan.
+fn keys_below(keys: &Int32Array, len: usize) -> bool {
+    let max = keys.values().iter().fold(0u32, |m, &k| m.max(k as u32));
+    keys.is_empty() || (max as usize) < len
+}
+
 impl Columns {
     fn of(batch: &RecordBatch, commands: &mut Commands) -> Result<Columns, String> {
-        let op = column(batch, "op")?;
-        let op = op
-            .as_string_opt::<i32>()
-            .cloned()
-            .ok_or_else(|| format!("column 'op' is {}, expected Utf8", op.data_type()))?;
+        let op = op_column(column(batch, "op")?)?;
         Ok(Columns {
+            len: batch.num_rows(),
             ts_ns: typed::<UInt64Type>(batch, "ts_ns")?,
             pid: typed::<UInt32Type>(batch, "pid")?,
             command: command_column(column(batch, "command")?, commands)?,
@@ -307,57 +372,84 @@ impl Columns {
         })
     }
 
-    /// Every row as a request, plus the rows that are not valid requests and why.
-    fn decode(
-        &self,
-    ) -> (
-        Vec<Request>,
-        std::collections::VecDeque<(usize, FieldError)>,
-    ) {
-        let CommandColumn { keys, ids } = &self.command;
-        let (offsets, op_bytes) = (self.op.value_offsets(), self.op.value_data());
-        let mut bad = std::collections::VecDeque::new();
-        let rows = (0..self.ts_ns.len())
-            .map(|i| {
-                let op = match &op_bytes[offsets[i] as usize..offsets[i + 1] as usize] {
-                    b"W" => Op::Write,
-                    _ => Op::Read, // "R"; anything else is reported by `check`
-                };
-                let command = match keys.is_valid(i) {
-                    true => ids
-                        .get(keys.values()[i] as usize)
-                        .copied()
-                        .unwrap_or(NO_COMMAND),
-                    false => NO_COMMAND,
-                };
-                Request {
-                    ts_ns: self.ts_ns.values()[i],
-                    pid: self.pid.is_valid(i).then(|| self.pid.values()[i]),
-                    command,
-                    device: self.device.values()[i],
-                    sector: self.sector.values()[i],
-                    sectors: self.sectors.values()[i],
-                    op,
-                }
-            })
-            .collect();
-        for i in 0..self.ts_ns.len() {
-            if let Err(e) = self.check(i) {
-                bad.push_back((i, e));
-            }
+    /// The rows that are not valid requests and why, in order. Whole columns are checked
+    /// first; only a batch that fails them is checked row by row.
+    fn bad_rows(&self) -> std::collections::VecDeque<(usize, FieldError)> {
+        let (op, command) = (&self.op, &self.command);
+        let clean = self.ts_ns.null_count() == 0
+            && self.device.null_count() == 0
+            && self.sector.null_count() == 0
+            && self.sectors.null_count() == 0
+            && op.keys.null_count() == 0
+            && op.ops.iter().all(|v| matches!(v, OpValue::Op(_)))
+            && keys_below(&op.keys, op.ops.len())
+            && keys_below(&command.keys, command.ids.len())
+            && self
+                .sectors
+                .values()
+                .iter()
+                .fold(u32::MAX, |m, &v| m.min(v))
+                != 0;
+        if clean {
+            return Default::default();
         }
-        (rows, bad)
+        (0..self.len)
+            .filter_map(|i| self.check(i).err().map(|e| (i, e)))
+            .collect()
+    }
+
+    /// Rows `rows` as requests into `out` (replacing what it held); every one of them
+    /// passed [`Columns::check`].
+    fn decode(&self, rows: std::ops::Range<usize>, out: &mut Vec<Request>) {
+        out.clear();
+        let CommandColumn { keys, ids } = &self.command;
+        let ts = &self.ts_ns.values()[rows.clone()];
+        let dev = &self.device.values()[rows.clone()];
+        let sector = &self.sector.values()[rows.clone()];
+        let sectors = &self.sectors.values()[rows.clone()];
+        let pid = &self.pid.values()[rows.clone()];
+        let cmd = &keys.values()[rows.clone()];
+        let op = &self.op.keys.values()[rows.clone()];
+        let (pid_nulls, cmd_nulls) = (self.pid.null_count() > 0, keys.null_count() > 0);
+        let op_of = |k: i32| match self.op.ops.get(k as usize) {
+            Some(OpValue::Op(Op::Write)) => Op::Write,
+            _ => Op::Read,
+        };
+        out.extend((0..rows.len()).map(|j| {
+            let i = rows.start + j;
+            let command = match cmd_nulls && keys.is_null(i) {
+                true => NO_COMMAND,
+                false => ids.get(cmd[j] as usize).copied().unwrap_or(NO_COMMAND),
+            };
+            Request {
+                ts_ns: ts[j],
+                pid: (!pid_nulls || self.pid.is_valid(i)).then_some(pid[j]),
+                command,
+                device: dev[j],
+                sector: sector[j],
+                sectors: sectors[j],
+                op: op_of(op[j]),
+            }
+        }));
     }
 
     /// Whether row `i` is a valid request: no nulls where a value is required, a length,
     /// an op of R or W, a command key inside its dictionary.
     fn check(&self, i: usize) -> Result<(), FieldError> {
+        let op = &self.op;
+        let op_value = match op.keys.is_null(i) {
+            true => OpValue::Null,
+            false => match op.ops.get(op.keys.values()[i] as usize) {
+                Some(v) => *v,
+                None => return Err(FieldError::new("op", "dictionary key out of range")),
+            },
+        };
         for (name, null) in [
             ("ts_ns", self.ts_ns.is_null(i)),
             ("device", self.device.is_null(i)),
             ("sector", self.sector.is_null(i)),
             ("sectors", self.sectors.is_null(i)),
-            ("op", self.op.is_null(i)),
+            ("op", op_value == OpValue::Null),
         ] {
             if null {
                 return Err(FieldError::new(name, "null"));
@@ -366,9 +458,9 @@ impl Columns {
         if self.sectors.values()[i] == 0 {
             return Err(FieldError::new("sectors", "a request of 0 sectors"));
         }
-        match self.op.value(i) {
-            "R" | "W" => {}
-            other => return Err(FieldError::new("op", format!("'{other}' is not R or W"))),
+        if op_value == OpValue::Other {
+            let other = op.values.value(op.keys.values()[i] as usize);
+            return Err(FieldError::new("op", format!("'{other}' is not R or W")));
         }
         let CommandColumn { keys, ids } = &self.command;
         if keys.is_valid(i) && keys.values()[i] as usize >= ids.len() {
@@ -378,23 +470,43 @@ impl Columns {
     }
 }
 
-/// Interns a batch's command names once per batch, not once per row. Plain string columns
-/// (files written by other tools) are turned into a dictionary first.
-fn command_column(col: &ArrayRef, commands: &mut Commands) -> Result<CommandColumn, String> {
-    let dict = match col.data_type() {
+/// A string column as a dictionary with Int32 keys: as read (the reader is asked for one),
+/// or built from plain strings when a file's schema kept them plain.
+fn as_dictionary(col: &ArrayRef, name: &str) -> Result<DictionaryArray<Int32Type>, String> {
+    match col.data_type() {
         DataType::Dictionary(k, v) if **k == DataType::Int32 && **v == DataType::Utf8 => {
-            col.as_dictionary::<Int32Type>().clone()
+            Ok(col.as_dictionary::<Int32Type>().clone())
         }
-        DataType::Utf8 => col
-            .as_string::<i32>()
-            .iter()
-            .collect::<DictionaryArray<Int32Type>>(),
-        other => {
-            return Err(format!(
-                "column 'command' is {other}, expected Utf8 or a Utf8 dictionary"
-            ))
-        }
-    };
+        DataType::Utf8 => Ok(col.as_string::<i32>().iter().collect()),
+        other => Err(format!(
+            "column '{name}' is {other}, expected Utf8 or a Utf8 dictionary"
+        )),
+    }
+}
+
+/// Looks at each op spelling once per batch, not once per row.
+fn op_column(col: &ArrayRef) -> Result<OpColumn, String> {
+    let dict = as_dictionary(col, "op")?;
+    let values = dict.values().as_string::<i32>().clone();
+    let ops = values
+        .iter()
+        .map(|v| match v {
+            Some("R") => OpValue::Op(Op::Read),
+            Some("W") => OpValue::Op(Op::Write),
+            Some(_) => OpValue::Other,
+            None => OpValue::Null,
+        })
+        .collect();
+    Ok(OpColumn {
+        keys: dict.keys().clone(),
+        values,
+        ops,
+    })
+}
+
+/// Interns a batch's command names once per batch, not once per row.
+fn command_column(col: &ArrayRef, commands: &mut Commands) -> Result<CommandColumn, String> {
+    let dict = as_dictionary(col, "command")?;
     let names = dict.values().as_string::<i32>();
     let ids = names
         .iter()

@@ -89,6 +89,11 @@ fn token<'a>(line: &'a [u8], at: &mut usize) -> Option<&'a [u8]> {
 }
 
 /// Digits only, at most `max_digits` of them (so that the value cannot overflow).
+///
+/// Hand-written rather than `str::parse` because the fields are bytes: `parse` would need
+/// each token checked as UTF-8 first, and it also accepts a leading '+' that this fast path
+/// leaves to `parse` anyway. Anything unusual (no digits, too many, a sign) returns `None`
+/// and the line goes to `parse`, so the two always agree.
 #[inline]
 fn digits(t: &[u8], max_digits: usize) -> Option<u64> {
     if t.is_empty() || t.len() > max_digits {
@@ -103,6 +108,103 @@ fn digits(t: &[u8], max_digits: usize) -> Option<u64> {
         v = v * 10 + u64::from(d);
     }
     Some(v)
+}
+
+/// A blank inside a line: ASCII whitespace other than the newline (what
+/// `split_ascii_whitespace` splits on, once the line end is cut off).
+#[inline(always)]
+fn blank(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | 0x0c)
+}
+
+/// Skips blanks from `*i`.
+#[inline(always)]
+fn skip_blanks(buf: &[u8], i: &mut usize) {
+    while *i < buf.len() && blank(buf[*i]) {
+        *i += 1;
+    }
+}
+
+/// A field of at most `max_digits` digits at `*i` (after blanks), followed by a blank.
+#[inline(always)]
+fn number_then_blank(buf: &[u8], i: &mut usize, max_digits: usize) -> Option<u64> {
+    skip_blanks(buf, i);
+    let start = *i;
+    let mut v = 0u64;
+    while let Some(&b) = buf.get(*i) {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        if *i - start == max_digits {
+            return None; // one digit more might overflow: `parse` decides
+        }
+        v = v * 10 + u64::from(d);
+        *i += 1;
+    }
+    (*i > start && blank(*buf.get(*i)?)).then_some(v)
+}
+
+/// One well-formed native line at `buf[at..]`, ended by a '\n' inside `buf`: the request
+/// and where the next line starts. Fuses line splitting with parsing, so the reader neither
+/// copies the line out nor searches for its end first. Any line this does not accept
+/// (comments, blank lines, bad or overlong fields, a line running past `buf`) returns
+/// `None` and is then split off and read by [`Native::parse_bytes`], whose result it equals
+/// on every line it accepts.
+#[inline]
+pub(crate) fn parse_line(
+    buf: &[u8],
+    at: usize,
+    state: &mut ParseState,
+) -> Option<(Request, usize)> {
+    let mut i = at;
+    let ts_ns = number_then_blank(buf, &mut i, 19)?;
+    let pid = number_then_blank(buf, &mut i, 9)? as u32;
+    skip_blanks(buf, &mut i);
+    let start = i;
+    while i < buf.len() && !buf[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    let command = &buf[start..i];
+    if command.is_empty() || !blank(*buf.get(i)?) {
+        return None;
+    }
+    let sector = number_then_blank(buf, &mut i, 19)?;
+    let sectors = number_then_blank(buf, &mut i, 9)? as u32;
+    skip_blanks(buf, &mut i);
+    let op = match buf.get(i)? {
+        b'R' | b'r' => Op::Read,
+        b'W' | b'w' => Op::Write,
+        _ => return None,
+    };
+    i += 1;
+    skip_blanks(buf, &mut i);
+    if sectors == 0 || *buf.get(i)? != b'\n' {
+        return None;
+    }
+    let command = command_id(command, state)?;
+    Some((
+        Request {
+            ts_ns,
+            pid: Some(pid),
+            command,
+            device: 0,
+            sector,
+            sectors,
+            op,
+        },
+        i + 1,
+    ))
+}
+
+/// The id of a command token; `None` when it is not UTF-8 (left to `parse`'s error).
+#[inline(always)]
+fn command_id(command: &[u8], state: &mut ParseState) -> Option<crate::request::CommandId> {
+    Some(match state.last_command_id(command) {
+        Some(id) => id,
+        None if command == b"-" => crate::request::NO_COMMAND,
+        None => state.intern(std::str::from_utf8(command).ok()?),
+    })
 }
 
 /// A well-formed native line without allocating or validating UTF-8 beyond the command.
@@ -121,11 +223,7 @@ fn parse_fast(line: &[u8], state: &mut ParseState) -> Option<Request> {
     if sectors == 0 || token(line, &mut at).is_some() {
         return None;
     }
-    let command = match state.last_command_id(command) {
-        Some(id) => id,
-        None if command == b"-" => crate::request::NO_COMMAND,
-        None => state.intern(std::str::from_utf8(command).ok()?),
-    };
+    let command = command_id(command, state)?;
     Some(Request {
         ts_ns,
         pid: Some(pid),
