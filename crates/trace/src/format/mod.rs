@@ -45,30 +45,69 @@ pub struct ParseState {
     pub(crate) queue_seen: bool,
     /// blkparse: the per-CPU summary that ends blkparse's output has begun.
     pub(crate) trailer: bool,
-    /// The last command interned and its id: consecutive lines mostly share a command, so
-    /// this spares a hash lookup per line on the hot path.
-    pub(crate) last_command: Option<(Box<str>, CommandId)>,
+    /// Recently interned commands: lines mostly name one of a few processes, so this
+    /// spares a hash lookup (and an allocation) per line on the hot path.
+    pub(crate) recent: RecentCommands,
+}
+
+/// How many recent commands [`RecentCommands`] keeps.
+const RECENT: usize = 8;
+
+/// The last few commands interned, each spelled inline in one `u128` (bytes, zero padded,
+/// the length in the last byte), so a lookup is a few integer compares with no pointer
+/// chasing. Linux command names have at most 15 bytes; longer ones are simply not kept.
+#[derive(Debug, Default)]
+pub(crate) struct RecentCommands {
+    keys: [u128; RECENT],
+    ids: [CommandId; RECENT],
+    /// The slot the next new command replaces (round robin).
+    next: usize,
+}
+
+impl RecentCommands {
+    /// `name` as a key; `None` when it is too long to keep (or empty).
+    #[inline(always)]
+    fn key(name: &[u8]) -> Option<u128> {
+        if name.is_empty() || name.len() > 15 {
+            return None;
+        }
+        let mut k = [0u8; 16];
+        k[..name.len()].copy_from_slice(name);
+        k[15] = name.len() as u8;
+        Some(u128::from_le_bytes(k))
+    }
+
+    #[inline(always)]
+    fn get(&self, name: &[u8]) -> Option<CommandId> {
+        let key = Self::key(name)?;
+        let slot = self.keys.iter().position(|&k| k == key)?;
+        Some(self.ids[slot])
+    }
+
+    fn insert(&mut self, name: &[u8], id: CommandId) {
+        if let Some(key) = Self::key(name) {
+            self.keys[self.next] = key;
+            self.ids[self.next] = id;
+            self.next = (self.next + 1) % RECENT;
+        }
+    }
 }
 
 impl ParseState {
-    /// The id of the command spelled by `name` when it is the last one interned: the hot
-    /// path's shortcut that needs no UTF-8 check.
+    /// The id of the command spelled by `name` when it was interned recently: the hot
+    /// path's shortcut that needs no UTF-8 check (only valid names are ever kept).
+    #[inline]
     pub(crate) fn last_command_id(&self, name: &[u8]) -> Option<CommandId> {
-        match &self.last_command {
-            Some((last, id)) if last.as_bytes() == name => Some(*id),
-            _ => None,
-        }
+        self.recent.get(name)
     }
 
-    /// The id of `name`, interning it when new (see `last_command`).
+    /// The id of `name`, interning it when new (see `recent`).
     pub fn intern(&mut self, name: &str) -> CommandId {
-        if let Some((last, id)) = &self.last_command {
-            if **last == *name {
-                return *id;
-            }
+        if let Some(id) = self.recent.get(name.as_bytes()) {
+            return id;
         }
         let id = self.commands.intern(name);
-        self.last_command = Some((name.into(), id));
+        self.recent.insert(name.as_bytes(), id);
         id
     }
 }
