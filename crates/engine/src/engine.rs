@@ -45,6 +45,10 @@ pub struct EngineOptions {
     pub destage_below_free_pages: Option<u32>,
     /// Largest single copy, in pages.
     pub max_copy_pages: u64,
+    /// Sequential cutoff in bytes: unmapped writes of more full pages than this holds go
+    /// home, not into the write buffer (see `Indirector::set_absorb_max_pages`); `None`:
+    /// absorb whatever fits, as Algorithm 5.
+    pub sequential_cutoff_bytes: Option<u64>,
 }
 
 impl Default for EngineOptions {
@@ -53,6 +57,7 @@ impl Default for EngineOptions {
             read_only: false,
             destage_below_free_pages: None,
             max_copy_pages: 64,
+            sequential_cutoff_bytes: None,
         }
     }
 }
@@ -264,6 +269,10 @@ impl Engine {
         let mut ind = Indirector::with_map(geo, map);
         if let Some(p) = opts.destage_below_free_pages {
             ind.set_destage_below_free_pages(p);
+        }
+        if let Some(bytes) = opts.sequential_cutoff_bytes {
+            let pages = bytes / (geo.page.sectors() * 512);
+            ind.set_absorb_max_pages(u32::try_from(pages).unwrap_or(u32::MAX));
         }
         let mut dirty_segments = vec![false; layout.segments() as usize];
         for &s in &rebuild.rewrite_segments {

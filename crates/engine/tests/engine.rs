@@ -414,3 +414,37 @@ fn detach_retries_when_a_racing_write_dirties_a_page() {
         }
     }
 }
+
+#[test]
+fn sequential_cutoff_sends_large_writes_home_and_absorbs_small_ones() {
+    // Cutoff 8 KiB (two pages): a four-page write to unmapped pages goes home, a
+    // one-page write is absorbed into the write buffer; both read back.
+    let (store, _) = setup();
+    let opts = EngineOptions {
+        sequential_cutoff_bytes: Some(8192),
+        ..EngineOptions::default()
+    };
+    let e = Engine::open(store.clone(), opts).unwrap().0;
+    let big: Vec<u8> = (0..4 * 4096).map(|i| (i % 251) as u8).collect();
+    e.write_sectors(&big, 100 * 8).unwrap();
+    assert_eq!(e.status().absorbed_writes, 0);
+    assert_eq!(e.status().mapped_pages, 0);
+    for p in 100..104 {
+        assert_eq!(e.indirector().map().lookup(p), None, "page {p} went home");
+    }
+    e.write_sectors(&page(7), 200 * 8).unwrap();
+    assert_eq!(e.status().absorbed_writes, 1);
+    assert_eq!(e.status().mapped_pages, 1);
+    let mut b = vec![0u8; big.len()];
+    e.read_sectors(&mut b, 100 * 8).unwrap();
+    assert_eq!(b, big);
+    let mut b = page(0);
+    e.read_sectors(&mut b, 200 * 8).unwrap();
+    assert_eq!(b, page(7));
+    // Without the cutoff (the default), the same large write is absorbed.
+    let (store, _) = setup();
+    let e = open(&store);
+    e.write_sectors(&big, 100 * 8).unwrap();
+    assert_eq!(e.status().absorbed_writes, 1);
+    assert_eq!(e.status().mapped_pages, 4);
+}

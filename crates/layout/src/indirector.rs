@@ -123,6 +123,9 @@ pub struct Indirector {
     mode: Mode,
     /// A destage is wanted once fewer than this many write-buffer pages are free.
     destage_below_free_pages: u32,
+    /// Writes that find none of their pages mapped and hold more full pages than this go
+    /// home instead of into the write buffer (`u32::MAX`: never, Algorithm 5 as written).
+    absorb_max_pages: u32,
     scratch: Vec<(PagePiece, Option<u32>)>,
 }
 
@@ -145,6 +148,7 @@ impl Indirector {
         }
         Indirector {
             destage_below_free_pages: geo.write_buffer_pages / 4,
+            absorb_max_pages: u32::MAX,
             wb_cursor: geo.write_buffer_start(),
             geo,
             map,
@@ -172,6 +176,15 @@ impl Indirector {
     /// Free write-buffer pages.
     pub fn write_buffer_free(&self) -> u32 {
         self.geo.write_buffer_pages - self.segs.write_buffer_valid()
+    }
+    /// Sets the sequential cutoff: a write that finds none of its pages mapped and holds
+    /// more than `pages` full pages goes home, not into the write buffer. The write
+    /// buffer exists to turn scattered small writes into sequential ones (seed 000 §3.3);
+    /// a large write is already sequential at home, and absorbing it only adds a destage
+    /// copy later (bcache's `sequential_cutoff` has the same reason). `u32::MAX`, the
+    /// default, keeps Algorithm 5 exactly as written.
+    pub fn set_absorb_max_pages(&mut self, pages: u32) {
+        self.absorb_max_pages = pages;
     }
     /// Sets the free-page level below which [`Indirector::wants_destage`] says yes.
     pub fn set_destage_below_free_pages(&mut self, pages: u32) {
@@ -291,7 +304,9 @@ impl Indirector {
         if mapped == 0 {
             // Line 9: space_in_opt(req) — room for every page that can be absorbed.
             let full = pieces.iter().filter(|(p, _)| p.is_full(page)).count();
-            let fits = full > 0 && full <= self.write_buffer_free() as usize;
+            let fits = full > 0
+                && full <= self.write_buffer_free() as usize
+                && full <= self.absorb_max_pages as usize;
             if self.mode == Mode::Detaching || !fits {
                 self.emit_home_whole(req, out);
                 return Branch::NoneMappedWriteHome;

@@ -156,6 +156,25 @@ fn line_12_none_mapped_write_without_room_goes_home() {
 }
 
 #[test]
+fn sequential_cutoff_sends_large_unmapped_writes_home() {
+    // Cutoff 2 pages: a three-page write finds room (4 free slots) but is larger than the
+    // cutoff, so it goes home whole and nothing is mapped; a two-page write is absorbed.
+    let mut ind = with_read_cache(&[]);
+    ind.set_absorb_max_pages(2);
+    assert_eq!(
+        run(&mut ind, W, 400, 24),
+        (Branch::NoneMappedWriteHome, vec![(D, W, 400, 24, 0)])
+    );
+    assert_eq!(ind.write_buffer_free(), 4);
+    assert_eq!(ind.map().lookup(50), None);
+    assert_eq!(
+        run(&mut ind, W, 400, 16),
+        (Branch::NoneMappedWriteAbsorbed, vec![(B, W, 896, 16, 0)])
+    );
+    assert_eq!(ind.write_buffer_free(), 2);
+}
+
+#[test]
 fn line_19_partial_read_with_clean_mapped_pages_goes_home_whole() {
     // Page 11 mapped and clean: pages 10..13 read as one FS request.
     let mut ind = with_read_cache(&[(11, 5)]);

@@ -70,6 +70,13 @@ pub struct Args {
     /// Background reconfiguration copy rate, MiB/s [default: 64].
     #[arg(long)]
     pub rate_mib_s: Option<u64>,
+    /// Sequential cutoff: a write that finds none of its pages in the BOPT and is larger
+    /// than this goes straight home instead of into the write buffer. The write buffer
+    /// turns scattered small writes into sequential ones; a large write is sequential
+    /// already and absorbing it only costs a destage copy later. `0` absorbs every
+    /// write that fits, as seed 001 Algorithm 5 is written [default: 256K].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub sequential_cutoff: Option<u64>,
     /// Re-plan online with this policy (vanilla, hot, borg, dlr-seq): the served requests
     /// are kept in memory, turned into an access graph, placed into the read cache and
     /// applied by the background reconfiguration. Off unless given. Triggers below; with
@@ -111,6 +118,7 @@ struct FileConfig {
     record: Option<PathBuf>,
     detach_on_exit: Option<bool>,
     rate_mib_s: Option<u64>,
+    sequential_cutoff: Option<String>,
     replan_policy: Option<String>,
     replan_every: Option<String>,
     replan_on_idle: Option<f64>,
@@ -169,6 +177,9 @@ fn merge(mut a: Args) -> anyhow::Result<Args> {
     a.record = a.record.or(c.record);
     a.detach_on_exit |= c.detach_on_exit.unwrap_or(false);
     a.rate_mib_s = a.rate_mib_s.or(c.rate_mib_s);
+    a.sequential_cutoff = a
+        .sequential_cutoff
+        .or(size(c.sequential_cutoff, "sequential_cutoff")?);
     a.replan_policy = a.replan_policy.or(c.replan_policy);
     if a.replan_every.is_none() {
         a.replan_every = c
@@ -239,8 +250,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             l.write_buffer_pages
         );
     }
+    let cutoff = a.sequential_cutoff.unwrap_or(256 << 10);
     let opts = EngineOptions {
         read_only: a.read_only,
+        sequential_cutoff_bytes: (cutoff > 0).then_some(cutoff),
         ..EngineOptions::default()
     };
     let (engine, report) = Engine::open(opened.store.clone(), opts)
