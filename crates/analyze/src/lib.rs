@@ -204,3 +204,98 @@ pub fn analyze<'a>(config: Config, requests: impl IntoIterator<Item = &'a Reques
     }
     a.finish()
 }
+
+#[cfg(test)]
+mod reference;
+
+#[cfg(test)]
+mod tests {
+    use super::{analyze, reference, Config, Interval};
+    use proptest::prelude::*;
+    use reblock_trace::{Op, Request};
+
+    /// A sector: mostly from a small range so pairs and pages repeat, sometimes huge so
+    /// the wide key layouts and the hash-map fallback are exercised.
+    fn sector() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            8 => 0u64..200,
+            1 => (1u64 << 40)..(1u64 << 40) + 64,
+            1 => (1u64 << 57)..(1u64 << 57) + 64,
+            1 => Just(u64::MAX - 4096),
+        ]
+    }
+
+    fn request() -> impl Strategy<Value = (u64, Request)> {
+        (
+            0u64..3_000,
+            prop_oneof![Just(None), (1u32..4).prop_map(Some)],
+            0u32..3,
+            prop_oneof![4 => Just(0u32), 1 => Just(7u32), 1 => Just(u32::MAX)],
+            sector(),
+            1u32..40,
+            any::<bool>(),
+        )
+            .prop_map(|(gap, pid, command, device, sector, sectors, w)| {
+                let req = Request {
+                    ts_ns: 0,
+                    pid,
+                    command,
+                    device,
+                    sector,
+                    sectors,
+                    op: if w { Op::Write } else { Op::Read },
+                };
+                (gap, req)
+            })
+    }
+
+    fn interval() -> impl Strategy<Value = Interval> {
+        prop_oneof![
+            (1u64..40).prop_map(|n| Interval::Requests { n }),
+            (1u64..20_000).prop_map(|ns| Interval::Duration { ns }),
+            proptest::collection::vec(0u64..200_000, 0..5).prop_map(|mut s| {
+                s.sort_unstable();
+                Interval::Starts { starts_ns: s }
+            }),
+        ]
+    }
+
+    fn trace() -> impl Strategy<Value = Vec<Request>> {
+        proptest::collection::vec(request(), 0..300).prop_map(|v| {
+            // Timestamps mostly ascend; a gap over 2900 steps back instead, so late
+            // requests are exercised too.
+            let mut ts = 1_000_000u64;
+            v.into_iter()
+                .map(|(gap, mut r)| {
+                    ts = if gap > 2_900 { ts - 50 } else { ts + gap * 10 };
+                    r.ts_ns = ts;
+                    r
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+        #[test]
+        fn matches_the_reference(
+            reqs in trace(),
+            interval in interval(),
+            page_bytes in prop_oneof![Just(4096u64), Just(512), Just(1536), Just(65536)],
+            device_bytes in prop_oneof![Just(None), Just(Some(1u64 << 20))],
+        ) {
+            // Requests ending past u64::MAX sectors are not requests a reader hands out.
+            let reqs: Vec<Request> = reqs
+                .into_iter()
+                .filter(|r| r.sector.checked_add(u64::from(r.sectors)).is_some())
+                .collect();
+            let config = Config { page_bytes, interval, device_bytes, ..Config::default() };
+            let got = analyze(config.clone(), &reqs);
+            let want = reference::analyze(&config, &reqs);
+            prop_assert_eq!(&got.pages, &want.pages);
+            prop_assert_eq!(&got.determinism, &want.determinism);
+            prop_assert_eq!(&got.intervals, &want.intervals);
+            prop_assert_eq!(&got.heat_map, &want.heat_map);
+        }
+    }
+}
