@@ -19,249 +19,23 @@
 //! buffer per batch cost more than the sort itself. This one keeps its scratch between
 //! batches and skips the digits all keys share, so keys over a small range sort in a few
 //! passes.
+//!
+//! Modules: [`Tally`] for entries that carry a value, [`Counter`] for bare keys counted
+//! one at a time, [`Runs`] for sorted runs of counted keys, and the sorts they share.
 
-use std::borrow::Cow;
+mod counter;
+mod key;
+mod sort;
+mod tally;
+
+pub use counter::{merge_counts, Counter, Runs};
+pub use key::Key;
+pub use sort::{radix_sort, sort_keys};
+pub use tally::{Count, Tally};
 
 /// Entries appended before the first merge: large enough that sorting amortizes, small
 /// enough that a batch sorts inside the cache.
 pub const MIN_BATCH: usize = 1 << 16;
-
-/// A key: an unsigned integer whose order is the order the counts come out in.
-pub trait Key: Copy + Ord {
-    /// Bytes of the key (radix digits).
-    const BYTES: usize;
-    /// Digit `i` (0 = least significant byte).
-    fn digit(self, i: usize) -> u8;
-    /// Bitwise xor, to find the digits all keys share.
-    fn xor(self, other: Self) -> Self;
-    /// Bitwise or.
-    fn or(self, other: Self) -> Self;
-}
-
-macro_rules! key {
-    ($t:ty) => {
-        impl Key for $t {
-            const BYTES: usize = std::mem::size_of::<$t>();
-            #[inline(always)]
-            fn digit(self, i: usize) -> u8 {
-                (self >> (8 * i)) as u8
-            }
-            #[inline(always)]
-            fn xor(self, other: Self) -> Self {
-                self ^ other
-            }
-            #[inline(always)]
-            fn or(self, other: Self) -> Self {
-                self | other
-            }
-        }
-    };
-}
-key!(u32);
-key!(u64);
-key!(u128);
-
-/// A value accumulated per key.
-pub trait Count: Copy {
-    /// Adds `other` into `self` (saturating where the type is bounded).
-    fn absorb(&mut self, other: Self);
-}
-
-impl Count for u64 {
-    #[inline]
-    fn absorb(&mut self, other: u64) {
-        *self = self.saturating_add(other);
-    }
-}
-
-impl Count for u32 {
-    #[inline]
-    fn absorb(&mut self, other: u32) {
-        *self = self.saturating_add(other);
-    }
-}
-
-/// A map from keys to accumulated values, built by [`Tally::add`].
-#[derive(Clone, Debug)]
-pub struct Tally<K, V> {
-    /// Distinct keys, strictly increasing, with their values.
-    merged: Vec<(K, V)>,
-    /// Entries added since the last merge, in arrival order.
-    pending: Vec<(K, V)>,
-    /// Where the next merge writes, and the radix sort's scratch: kept between batches
-    /// (see the module doc).
-    spare: Vec<(K, V)>,
-    min_batch: usize,
-}
-
-impl<K: Key, V: Count> Default for Tally<K, V> {
-    fn default() -> Self {
-        Tally::with_min_batch(MIN_BATCH)
-    }
-}
-
-impl<K: Key, V: Count> Tally<K, V> {
-    /// A tally whose first merge happens after `min_batch` entries (tests use tiny ones
-    /// to exercise merging).
-    pub fn with_min_batch(min_batch: usize) -> Self {
-        Tally {
-            merged: Vec::new(),
-            pending: Vec::new(),
-            spare: Vec::new(),
-            min_batch: min_batch.max(1),
-        }
-    }
-
-    /// Adds `value` to `key`'s value.
-    #[inline]
-    pub fn add(&mut self, key: K, value: V) {
-        self.pending.push((key, value));
-        if self.pending.len() >= self.min_batch.max(self.merged.len()) {
-            self.merge_pending();
-        }
-    }
-
-    /// Folds the pending entries into the sorted values.
-    pub fn merge_pending(&mut self) {
-        if self.pending.is_empty() {
-            return;
-        }
-        sort_and_combine(&mut self.pending, &mut self.spare);
-        self.spare.clear();
-        merge_into(&self.merged, &self.pending, &mut self.spare);
-        std::mem::swap(&mut self.merged, &mut self.spare);
-        self.pending.clear();
-    }
-
-    /// Every distinct key with its value, sorted by key. Borrowed when nothing is pending
-    /// (always so after [`Tally::merge_pending`]); otherwise merged into a copy.
-    pub fn counts(&self) -> Cow<'_, [(K, V)]> {
-        if self.pending.is_empty() {
-            return Cow::Borrowed(&self.merged);
-        }
-        let mut pending = self.pending.clone();
-        sort_and_combine(&mut pending, &mut Vec::new());
-        let mut out = Vec::with_capacity(self.merged.len() + pending.len());
-        merge_into(&self.merged, &pending, &mut out);
-        Cow::Owned(out)
-    }
-
-    /// `key`'s value, if it was ever added.
-    pub fn get(&self, key: K) -> Option<V> {
-        let mut found = self
-            .merged
-            .binary_search_by_key(&key, |e| e.0)
-            .ok()
-            .map(|i| self.merged[i].1);
-        for &(k, v) in &self.pending {
-            if k == key {
-                match &mut found {
-                    Some(f) => f.absorb(v),
-                    None => found = Some(v),
-                }
-            }
-        }
-        found
-    }
-
-    /// Distinct keys added.
-    pub fn distinct(&self) -> usize {
-        if self.pending.is_empty() {
-            self.merged.len()
-        } else {
-            self.counts().len()
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.merged.is_empty() && self.pending.is_empty()
-    }
-}
-
-/// Sorts `v` by key: LSB radix sort on bytes, stable, skipping the bytes on which every
-/// key agrees. `scratch` is reused between calls.
-pub fn radix_sort<K: Key, V: Copy>(v: &mut Vec<(K, V)>, scratch: &mut Vec<(K, V)>) {
-    if v.len() <= 64 {
-        v.sort_by_key(|e| e.0);
-        return;
-    }
-    let first = v[0].0;
-    let mut differ = first.xor(first);
-    for e in v.iter() {
-        differ = differ.or(e.0.xor(first));
-    }
-    scratch.clear();
-    scratch.extend_from_slice(v);
-    let (mut src, mut dst) = (&mut *v, &mut *scratch);
-    let mut in_scratch = false;
-    for d in 0..K::BYTES {
-        if differ.digit(d) == 0 {
-            continue;
-        }
-        let mut offsets = [0usize; 256];
-        for e in src.iter() {
-            offsets[usize::from(e.0.digit(d))] += 1;
-        }
-        let mut sum = 0;
-        for c in offsets.iter_mut() {
-            let n = *c;
-            *c = sum;
-            sum += n;
-        }
-        for e in src.iter() {
-            let b = usize::from(e.0.digit(d));
-            dst[offsets[b]] = *e;
-            offsets[b] += 1;
-        }
-        std::mem::swap(&mut src, &mut dst);
-        in_scratch = !in_scratch;
-    }
-    if in_scratch {
-        // The sorted run ended in the scratch buffer: hand the buffers over, no copy.
-        std::mem::swap(v, scratch);
-    }
-}
-
-/// Sorts `v` by key and combines entries of equal keys in place.
-fn sort_and_combine<K: Key, V: Count>(v: &mut Vec<(K, V)>, scratch: &mut Vec<(K, V)>) {
-    radix_sort(v, scratch);
-    let mut w = 0;
-    for r in 1..v.len() {
-        if v[r].0 == v[w].0 {
-            let x = v[r].1;
-            v[w].1.absorb(x);
-        } else {
-            w += 1;
-            v[w] = v[r];
-        }
-    }
-    v.truncate(w + usize::from(!v.is_empty()));
-}
-
-/// Appends the union of two sorted, distinct-keyed lists to `out`, values of equal keys
-/// combined.
-fn merge_into<K: Key, V: Count>(a: &[(K, V)], b: &[(K, V)], out: &mut Vec<(K, V)>) {
-    out.reserve(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        let (x, y) = (a[i], b[j]);
-        if x.0 < y.0 {
-            out.push(x);
-            i += 1;
-        } else if y.0 < x.0 {
-            out.push(y);
-            j += 1;
-        } else {
-            let mut s = x;
-            s.1.absorb(y.1);
-            out.push(s);
-            i += 1;
-            j += 1;
-        }
-    }
-    out.extend_from_slice(&a[i..]);
-    out.extend_from_slice(&b[j..]);
-}
 
 #[cfg(test)]
 mod tests {
@@ -326,6 +100,151 @@ mod tests {
             prop_assert_eq!(t.counts().into_owned(), expect.clone());
             t.merge_pending();
             prop_assert_eq!(t.counts().into_owned(), expect);
+        }
+    }
+
+    fn map_counts(keys: &[u64]) -> Vec<(u64, u32)> {
+        let mut m = BTreeMap::new();
+        for &k in keys {
+            *m.entry(k).or_insert(0u32) += 1;
+        }
+        m.into_iter().collect()
+    }
+
+    fn pairs<K: Copy>(t: (&[K], &[u32])) -> Vec<(K, u32)> {
+        t.0.iter().copied().zip(t.1.iter().copied()).collect()
+    }
+
+    #[test]
+    fn counter_by_hand_across_merges() {
+        // Batch of 2: merges happen mid-stream; the in-place merge grows the arrays.
+        let mut c: Counter<u64> = Counter::with_min_batch(2);
+        for k in [5, 3, 5, 9, 3, 5, 1] {
+            c.add(k);
+        }
+        assert_eq!(pairs(c.sorted()), vec![(1, 1), (3, 2), (5, 3), (9, 1)]);
+        c.add_sorted(&[2, 3, 10], &[7, 1, 1]);
+        assert_eq!(
+            pairs(c.sorted()),
+            vec![(1, 1), (2, 7), (3, 3), (5, 3), (9, 1), (10, 1)]
+        );
+        c.map_keys(|k| k << 8);
+        assert_eq!(c.sorted().0, &[256, 512, 768, 1280, 2304, 2560]);
+        let mut wide: Counter<u128> = Counter::default();
+        c.drain_into(&mut wide, |k| u128::from(k) << 64);
+        assert!(c.is_empty());
+        assert_eq!(wide.sorted().1, &[1, 7, 3, 3, 1, 1]);
+        assert_eq!(wide.sorted().0[0], 256u128 << 64);
+    }
+
+    #[test]
+    fn counts_saturate() {
+        let mut c: Counter<u32> = Counter::with_min_batch(1);
+        c.add_sorted(&[4], &[u32::MAX - 1]);
+        c.add(4);
+        c.add(4);
+        assert_eq!(pairs(c.sorted()), vec![(4, u32::MAX)]);
+    }
+
+    #[test]
+    fn runs_merge_geometrically_and_sum() {
+        let mut r: Runs<u64> = Runs::default();
+        r.push(&[1, 2, 3, 4, 5, 6, 7, 8], &[1; 8]);
+        r.push(&[2, 9], &[5, 5]);
+        r.push(&[3], &[1]);
+        // 8 > 2*2 keeps the second run apart; 2 <= 2*1 merges the third into it.
+        assert_eq!(r.run_count(), 2);
+        assert_eq!(
+            pairs(r.merged()),
+            vec![
+                (1, 1),
+                (2, 6),
+                (3, 2),
+                (4, 1),
+                (5, 1),
+                (6, 1),
+                (7, 1),
+                (8, 1),
+                (9, 5)
+            ]
+        );
+    }
+
+    /// Keys for the sort: few bytes (the LSD path), many (MSD), skewed (a bucket split
+    /// again), equal, and mixed widths with gaps.
+    fn key_sets() -> Vec<Vec<u64>> {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let n = 100_000;
+        vec![
+            (0..n).map(|_| next() % (1 << 22)).collect(),
+            (0..n).map(|_| next() >> 7).collect(),
+            (0..n)
+                .map(|_| {
+                    if next() % 4 == 0 {
+                        next()
+                    } else {
+                        next() % 1000
+                    }
+                })
+                .collect(),
+            vec![42; n],
+            (0..n)
+                .map(|_| ((next() % 3) << 60) | (next() % (1 << 20)))
+                .collect(),
+            (0..300).map(|_| next()).collect(),
+        ]
+    }
+
+    #[test]
+    fn sort_keys_sorts_every_shape() {
+        let mut scratch = Vec::new();
+        for keys in key_sets() {
+            let mut want = keys.clone();
+            want.sort_unstable();
+            let mut got = keys.clone();
+            sort_keys(&mut got, &mut scratch);
+            assert_eq!(got, want);
+            let mut wide: Vec<u128> = keys.iter().map(|&k| u128::from(k) << 40 | 7).collect();
+            let want: Vec<u128> = want.iter().map(|&k| u128::from(k) << 40 | 7).collect();
+            sort_keys(&mut wide, &mut Vec::new());
+            assert_eq!(wide, want);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn counter_equals_a_map(keys in proptest::collection::vec(
+                prop_oneof![0u64..50, any::<u64>(), (0u64..4).prop_map(|k| k << 62)], 0..2000),
+                batch in 1usize..400) {
+            let mut c: Counter<u64> = Counter::with_min_batch(batch);
+            for &k in &keys {
+                c.add(k);
+            }
+            prop_assert_eq!(pairs(c.sorted()), map_counts(&keys));
+        }
+
+        #[test]
+        fn runs_equal_a_map(runs in proptest::collection::vec(
+                proptest::collection::btree_map(0u64..300, 1u32..5, 0..60), 0..30)) {
+            let mut r: Runs<u64> = Runs::default();
+            let mut m: BTreeMap<u64, u32> = BTreeMap::new();
+            for run in &runs {
+                let keys: Vec<u64> = run.keys().copied().collect();
+                let counts: Vec<u32> = run.values().copied().collect();
+                r.push(&keys, &counts);
+                for (&k, &c) in run {
+                    *m.entry(k).or_default() += c;
+                }
+                let held = r.entries();
+                prop_assert!(held <= 2 * m.len(), "{} entries held for {} keys", held, m.len());
+            }
+            prop_assert_eq!(pairs(r.merged()), m.into_iter().collect::<Vec<_>>());
         }
     }
 }

@@ -1,0 +1,278 @@
+//! Counting occurrences of keys: [`Counter`] takes one key at a time, [`Runs`] takes
+//! sorted runs of counted keys.
+//!
+//! Where a count is all an entry carries, the pending buffer holds bare keys (8 bytes for
+//! a `u64` key, where a key-count pair takes 16) and the counts live in their own array
+//! beside the keys: half the memory traffic of [`crate::Tally`], and half the pages to
+//! fault in.
+
+use crate::sort::sort_keys;
+use crate::{Key, MIN_BATCH};
+
+/// Occurrences of keys, sorted by key on demand. Counts saturate at `u32::MAX`.
+///
+/// Memory: the distinct keys with their counts (12 bytes per `u64` key), a pending buffer
+/// of at most as many keys (or one minimum batch), and the sort's scratch buffer of the
+/// same size.
+#[derive(Clone, Debug)]
+pub struct Counter<K> {
+    /// Distinct keys, strictly increasing, and their counts.
+    keys: Vec<K>,
+    counts: Vec<u32>,
+    /// Keys added since the last merge, in arrival order.
+    pending: Vec<K>,
+    /// The sort's scratch buffer and the pending keys' run counts, kept between merges.
+    scratch: Vec<K>,
+    run_counts: Vec<u32>,
+    min_batch: usize,
+    /// Pending length that triggers a merge: max(min_batch, distinct keys).
+    threshold: usize,
+}
+
+impl<K: Key> Default for Counter<K> {
+    fn default() -> Self {
+        Counter::with_min_batch(MIN_BATCH)
+    }
+}
+
+impl<K: Key> Counter<K> {
+    /// A counter whose first merge happens after `min_batch` keys (tests use tiny ones to
+    /// exercise merging).
+    pub fn with_min_batch(min_batch: usize) -> Self {
+        let min_batch = min_batch.max(1);
+        Counter {
+            keys: Vec::new(),
+            counts: Vec::new(),
+            pending: Vec::new(),
+            scratch: Vec::new(),
+            run_counts: Vec::new(),
+            min_batch,
+            threshold: min_batch,
+        }
+    }
+
+    /// Counts one occurrence of `key`.
+    #[inline]
+    pub fn add(&mut self, key: K) {
+        self.pending.push(key);
+        if self.pending.len() >= self.threshold {
+            self.merge_pending();
+        }
+    }
+
+    /// Adds a run of distinct keys, strictly increasing, with their counts.
+    pub fn add_sorted(&mut self, keys: &[K], counts: &[u32]) {
+        merge_counts(&mut self.keys, &mut self.counts, keys, counts);
+        self.threshold = self.min_batch.max(self.keys.len());
+    }
+
+    /// Folds the pending keys into the sorted counts.
+    pub fn merge_pending(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        sort_keys(&mut self.pending, &mut self.scratch);
+        let distinct = run_lengths(&mut self.pending, &mut self.run_counts);
+        merge_counts(
+            &mut self.keys,
+            &mut self.counts,
+            &self.pending[..distinct],
+            &self.run_counts,
+        );
+        self.pending.clear();
+        self.threshold = self.min_batch.max(self.keys.len());
+    }
+
+    /// Every distinct key, increasing, and its count.
+    pub fn sorted(&mut self) -> (&[K], &[u32]) {
+        self.merge_pending();
+        (&self.keys, &self.counts)
+    }
+
+    /// Replaces every key `k` by `f(k)`; `f` must be strictly increasing (a re-packing
+    /// of the key into wider fields), so the counts stay sorted.
+    pub fn map_keys(&mut self, f: impl Fn(K) -> K) {
+        for k in self.keys.iter_mut().chain(self.pending.iter_mut()) {
+            *k = f(*k);
+        }
+        debug_assert!(self.keys.windows(2).all(|w| w[0] < w[1]));
+    }
+
+    /// Moves every count into `other`, keys mapped by the strictly increasing `f` (to a
+    /// wider key type), and empties this counter.
+    pub fn drain_into<L: Key>(&mut self, other: &mut Counter<L>, f: impl Fn(K) -> L) {
+        self.merge_pending();
+        let keys: Vec<L> = self.keys.iter().map(|&k| f(k)).collect();
+        other.add_sorted(&keys, &self.counts);
+        self.clear();
+    }
+
+    /// Empties the counter, keeping its buffers.
+    pub fn clear(&mut self) {
+        self.keys.clear();
+        self.counts.clear();
+        self.pending.clear();
+        self.threshold = self.min_batch;
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty() && self.pending.is_empty()
+    }
+
+    /// Heap bytes held (all buffers' capacities).
+    pub fn heap_bytes(&self) -> usize {
+        let k = std::mem::size_of::<K>();
+        (self.keys.capacity() + self.pending.capacity() + self.scratch.capacity()) * k
+            + (self.counts.capacity() + self.run_counts.capacity()) * 4
+    }
+}
+
+/// Collapses the sorted `keys` in place to their distinct values (the first `n`, returned)
+/// and puts each one's number of occurrences in `counts`.
+fn run_lengths<K: Key>(keys: &mut [K], counts: &mut Vec<u32>) -> usize {
+    counts.clear();
+    let mut n = 0;
+    for i in 0..keys.len() {
+        let k = keys[i];
+        if n > 0 && keys[n - 1] == k {
+            counts[n - 1] = counts[n - 1].saturating_add(1);
+        } else {
+            keys[n] = k;
+            counts.push(1);
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Merges the run (`add_keys`, `add_counts`) into (`keys`, `counts`), both strictly
+/// increasing, in place: equal keys add their counts (saturating). The union's size is
+/// counted first, the arrays grow to it, and the merge writes from the back, so no second
+/// array is needed (a write position never overtakes the unread part of `keys`).
+pub fn merge_counts<K: Key>(
+    keys: &mut Vec<K>,
+    counts: &mut Vec<u32>,
+    add_keys: &[K],
+    add_counts: &[u32],
+) {
+    assert_eq!(add_keys.len(), add_counts.len());
+    debug_assert!(add_keys.windows(2).all(|w| w[0] < w[1]));
+    let (a, b) = (keys.len(), add_keys.len());
+    if b == 0 {
+        return;
+    }
+    let (mut i, mut j, mut common) = (0, 0, 0);
+    while i < a && j < b {
+        match keys[i].cmp(&add_keys[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                common += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    let out = a + b - common;
+    keys.resize(out, K::default());
+    counts.resize(out, 0);
+    let (mut i, mut j, mut w) = (a, b, out);
+    while j > 0 {
+        w -= 1;
+        let y = add_keys[j - 1];
+        if i > 0 && keys[i - 1] > y {
+            keys[w] = keys[i - 1];
+            counts[w] = counts[i - 1];
+            i -= 1;
+        } else if i > 0 && keys[i - 1] == y {
+            keys[w] = y;
+            counts[w] = counts[i - 1].saturating_add(add_counts[j - 1]);
+            i -= 1;
+            j -= 1;
+        } else {
+            keys[w] = y;
+            counts[w] = add_counts[j - 1];
+            j -= 1;
+        }
+    }
+    debug_assert_eq!(w, i);
+}
+
+/// Counted keys gathered from sorted runs (a working-set interval's page counts, say), as
+/// a few sorted runs whose sizes at least halve from one to the next: a new run is merged
+/// into the one before it while that one is not more than twice its size. Each key is
+/// merged O(log runs) times, and the runs together hold at most twice as many entries as
+/// the largest, which holds at most the distinct keys.
+#[derive(Clone, Debug, Default)]
+pub struct Runs<K> {
+    runs: Vec<(Vec<K>, Vec<u32>)>,
+}
+
+impl<K: Key> Runs<K> {
+    /// Adds a run of distinct keys, strictly increasing, with their counts.
+    pub fn push(&mut self, keys: &[K], counts: &[u32]) {
+        if keys.is_empty() {
+            return;
+        }
+        self.runs.push((keys.to_vec(), counts.to_vec()));
+        while let [.., before, last] = self.runs.as_slice() {
+            if before.0.len() > 2 * last.0.len() {
+                break;
+            }
+            self.merge_last();
+        }
+    }
+
+    fn merge_last(&mut self) {
+        let (k, c) = self.runs.pop().expect("two runs");
+        let (keys, counts) = self.runs.last_mut().expect("two runs");
+        merge_counts(keys, counts, &k, &c);
+    }
+
+    /// Every distinct key, increasing, with its total count.
+    pub fn merged(&mut self) -> (&[K], &[u32]) {
+        while self.runs.len() > 1 {
+            self.merge_last();
+        }
+        match self.runs.first() {
+            Some((k, c)) => (k, c),
+            None => (&[], &[]),
+        }
+    }
+
+    /// Replaces every key `k` by `f(k)`; `f` must be strictly increasing.
+    pub fn map_keys(&mut self, f: impl Fn(K) -> K) {
+        for (keys, _) in &mut self.runs {
+            for k in keys.iter_mut() {
+                *k = f(*k);
+            }
+        }
+    }
+
+    /// Moves every run into `other`, keys mapped by the strictly increasing `f`.
+    pub fn drain_into<L: Key>(&mut self, other: &mut Runs<L>, f: impl Fn(K) -> L) {
+        for (keys, counts) in self.runs.drain(..) {
+            let keys: Vec<L> = keys.into_iter().map(&f).collect();
+            other.push(&keys, &counts);
+        }
+    }
+
+    /// Runs held (merging them is deferred until [`Runs::merged`]).
+    pub fn run_count(&self) -> usize {
+        self.runs.len()
+    }
+
+    /// Entries held over all runs: at most twice the distinct keys.
+    pub fn entries(&self) -> usize {
+        self.runs.iter().map(|r| r.0.len()).sum()
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        let k = std::mem::size_of::<K>();
+        self.runs
+            .iter()
+            .map(|(keys, counts)| keys.capacity() * k + counts.capacity() * 4)
+            .sum()
+    }
+}

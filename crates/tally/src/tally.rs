@@ -1,0 +1,164 @@
+//! A map from keys to accumulated values, for entries that carry a value of their own.
+
+use std::borrow::Cow;
+
+use crate::sort::radix_sort;
+use crate::{Key, MIN_BATCH};
+
+/// A value accumulated per key.
+pub trait Count: Copy {
+    /// Adds `other` into `self` (saturating where the type is bounded).
+    fn absorb(&mut self, other: Self);
+}
+
+impl Count for u64 {
+    #[inline]
+    fn absorb(&mut self, other: u64) {
+        *self = self.saturating_add(other);
+    }
+}
+
+impl Count for u32 {
+    #[inline]
+    fn absorb(&mut self, other: u32) {
+        *self = self.saturating_add(other);
+    }
+}
+
+/// A map from keys to accumulated values, built by [`Tally::add`].
+#[derive(Clone, Debug)]
+pub struct Tally<K, V> {
+    /// Distinct keys, strictly increasing, with their values.
+    merged: Vec<(K, V)>,
+    /// Entries added since the last merge, in arrival order.
+    pending: Vec<(K, V)>,
+    /// Where the next merge writes, and the radix sort's scratch: kept between batches
+    /// (see the module doc).
+    spare: Vec<(K, V)>,
+    min_batch: usize,
+}
+
+impl<K: Key, V: Count> Default for Tally<K, V> {
+    fn default() -> Self {
+        Tally::with_min_batch(MIN_BATCH)
+    }
+}
+
+impl<K: Key, V: Count> Tally<K, V> {
+    /// A tally whose first merge happens after `min_batch` entries (tests use tiny ones
+    /// to exercise merging).
+    pub fn with_min_batch(min_batch: usize) -> Self {
+        Tally {
+            merged: Vec::new(),
+            pending: Vec::new(),
+            spare: Vec::new(),
+            min_batch: min_batch.max(1),
+        }
+    }
+
+    /// Adds `value` to `key`'s value.
+    #[inline]
+    pub fn add(&mut self, key: K, value: V) {
+        self.pending.push((key, value));
+        if self.pending.len() >= self.min_batch.max(self.merged.len()) {
+            self.merge_pending();
+        }
+    }
+
+    /// Folds the pending entries into the sorted values.
+    pub fn merge_pending(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        sort_and_combine(&mut self.pending, &mut self.spare);
+        self.spare.clear();
+        merge_into(&self.merged, &self.pending, &mut self.spare);
+        std::mem::swap(&mut self.merged, &mut self.spare);
+        self.pending.clear();
+    }
+
+    /// Every distinct key with its value, sorted by key. Borrowed when nothing is pending
+    /// (always so after [`Tally::merge_pending`]); otherwise merged into a copy.
+    pub fn counts(&self) -> Cow<'_, [(K, V)]> {
+        if self.pending.is_empty() {
+            return Cow::Borrowed(&self.merged);
+        }
+        let mut pending = self.pending.clone();
+        sort_and_combine(&mut pending, &mut Vec::new());
+        let mut out = Vec::with_capacity(self.merged.len() + pending.len());
+        merge_into(&self.merged, &pending, &mut out);
+        Cow::Owned(out)
+    }
+
+    /// `key`'s value, if it was ever added.
+    pub fn get(&self, key: K) -> Option<V> {
+        let mut found = self
+            .merged
+            .binary_search_by_key(&key, |e| e.0)
+            .ok()
+            .map(|i| self.merged[i].1);
+        for &(k, v) in &self.pending {
+            if k == key {
+                match &mut found {
+                    Some(f) => f.absorb(v),
+                    None => found = Some(v),
+                }
+            }
+        }
+        found
+    }
+
+    /// Distinct keys added.
+    pub fn distinct(&self) -> usize {
+        if self.pending.is_empty() {
+            self.merged.len()
+        } else {
+            self.counts().len()
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.merged.is_empty() && self.pending.is_empty()
+    }
+}
+
+/// Sorts `v` by key and combines entries of equal keys in place.
+fn sort_and_combine<K: Key, V: Count>(v: &mut Vec<(K, V)>, scratch: &mut Vec<(K, V)>) {
+    radix_sort(v, scratch);
+    let mut w = 0;
+    for r in 1..v.len() {
+        if v[r].0 == v[w].0 {
+            let x = v[r].1;
+            v[w].1.absorb(x);
+        } else {
+            w += 1;
+            v[w] = v[r];
+        }
+    }
+    v.truncate(w + usize::from(!v.is_empty()));
+}
+
+/// Appends the union of two sorted, distinct-keyed lists to `out`, values of equal keys
+/// combined.
+fn merge_into<K: Key, V: Count>(a: &[(K, V)], b: &[(K, V)], out: &mut Vec<(K, V)>) {
+    out.reserve(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        let (x, y) = (a[i], b[j]);
+        if x.0 < y.0 {
+            out.push(x);
+            i += 1;
+        } else if y.0 < x.0 {
+            out.push(y);
+            j += 1;
+        } else {
+            let mut s = x;
+            s.1.absorb(y.1);
+            out.push(s);
+            i += 1;
+            j += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+}
