@@ -17,18 +17,22 @@
 //!   least once in the trace (seed 000 §2.3: "the percentage of non-sequential accesses
 //!   that repeat at least once"). None when there is no non-sequential transition.
 //!
-//! Memory: one entry per stream plus one per distinct pair. Pairs are the one structure
-//! that can grow with the number of requests (a fully random trace has a new pair per
-//! request); exact partial determinism needs them. They are counted by sorted batches
-//! ([`reblock_tally::Tally`], keys packed into 128 bits) rather than in a hash map: a
-//! lookup per request into a map of a million pairs waits on memory every time, and
-//! only the final counts are needed. A pair whose sectors or device number do not fit
-//! the packing (sectors past 2^56, more than 65535 devices) is counted in a hash map.
+//! Memory: one entry per stream plus one per distinct pair (two when a pair occurs both
+//! sequentially and not). Pairs are the one structure that can grow with the number of
+//! requests (a fully random trace has a new pair per request); exact partial determinism
+//! needs them. They are counted by sorted batches ([`reblock_tally::Counter`]) rather than
+//! in a hash map: a lookup per request into a map of a million pairs waits on memory
+//! every time, and only the final counts are needed. Each occurrence is one key, (device,
+//! from, to, non-sequential flag) packed as tightly as the values seen so far allow
+//! ([`crate::keys`]): 64 bits while the sectors stay below 2^31 or so, 128 bits beyond,
+//! and a hash map for the rare pair whose fields do not fit 128 bits.
 
-use reblock_tally::{Count, Tally};
+use reblock_tally::Counter;
 use reblock_trace::Request;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
+
+use crate::keys::{Devices, Layout, Packed};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct StreamKey {
@@ -48,41 +52,105 @@ struct PairKey {
 /// Occurrences of one pair: all transitions, and the non-sequential ones among them.
 #[derive(Clone, Copy, Debug, Default)]
 struct PairCount {
-    all: u32,
-    non_sequential: u32,
+    all: u64,
+    non_sequential: u64,
 }
 
-impl Count for PairCount {
-    fn absorb(&mut self, other: PairCount) {
-        self.all = self.all.saturating_add(other.all);
-        self.non_sequential = self.non_sequential.saturating_add(other.non_sequential);
+/// Pair occurrences as packed keys (device index, from, to, non-sequential flag).
+struct PairCounter<K> {
+    layout: Layout<4>,
+    counter: Counter<K>,
+}
+
+impl<K: Packed> PairCounter<K> {
+    fn new(min_batch: usize) -> Self {
+        PairCounter {
+            layout: Layout::new([0, 0, 0, 1]),
+            counter: Counter::with_min_batch(min_batch),
+        }
+    }
+
+    /// Counts the occurrence if its fields fit this key type (widening the layout if need
+    /// be); whether it did. A pair refused once is refused for good (widths only grow).
+    #[inline]
+    fn add(&mut self, fields: [u64; 4]) -> bool {
+        if !self.layout.fits(fields) {
+            let grown = self.layout.grown(fields);
+            if grown.bits() > K::BITS {
+                return false;
+            }
+            let old = self.layout;
+            self.counter
+                .map_keys(|k| K::from_u128(old.repack(&grown, k.to_u128())));
+            self.layout = grown;
+        }
+        self.counter.add(K::from_u128(self.layout.pack(fields)));
+        true
+    }
+
+    /// Calls `f` with each distinct pair's counts. A pair's sequential and
+    /// non-sequential occurrences are adjacent keys (the flag is the lowest bit).
+    fn for_each(&mut self, mut f: impl FnMut(PairCount)) {
+        let (keys, counts) = self.counter.sorted();
+        let mut i = 0;
+        while i < keys.len() {
+            let mut c = PairCount::default();
+            let pair = keys[i].to_u128() >> 1;
+            while i < keys.len() && keys[i].to_u128() >> 1 == pair {
+                c.all += u64::from(counts[i]);
+                if keys[i].to_u128() & 1 == 1 {
+                    c.non_sequential += u64::from(counts[i]);
+                }
+                i += 1;
+            }
+            f(c);
+        }
     }
 }
 
-/// Bits of each sector in a packed pair key.
-const SECTOR_BITS: u32 = 56;
-const MAX_DEVICES: usize = 1 << (128 - 2 * SECTOR_BITS);
-
-#[derive(Default)]
 pub struct Determinism {
     /// Each stream's number: its index in `last`.
     streams: FxHashMap<StreamKey, u32>,
     /// Per stream, the (start, end) sector of its latest request.
     last: Vec<(u64, u64)>,
-    /// Per stream, its device's index in `devices` (None past [`MAX_DEVICES`]).
-    stream_device: Vec<Option<usize>>,
+    /// Per stream, its device's index in `devices`.
+    stream_device: Vec<u32>,
     /// The stream of the previous request. Consecutive requests nearly always come from
     /// one process (99% on the bundled kernel-build trace), so this saves the stream
     /// lookup for most requests.
     recent: Option<(StreamKey, u32)>,
-    /// Devices in order of appearance: a pair key holds the device's index.
-    devices: Vec<u32>,
-    /// Pairs packed as (device index, from, to), see [`SECTOR_BITS`].
-    pairs: Tally<u128, PairCount>,
-    /// Pairs that do not fit the packing.
-    wide_pairs: FxHashMap<PairKey, PairCount>,
+    devices: Devices,
+    narrow: PairCounter<u64>,
+    wide: PairCounter<u128>,
+    /// Pairs whose fields do not fit 128 bits.
+    hashed: FxHashMap<PairKey, PairCount>,
     transitions: u64,
     sequential: u64,
+}
+
+impl Default for Determinism {
+    fn default() -> Self {
+        Determinism::with_min_batch(reblock_tally::MIN_BATCH)
+    }
+}
+
+impl Determinism {
+    /// Pair counters that sort after `min_batch` keys (tests use tiny batches to
+    /// exercise merging).
+    pub fn with_min_batch(min_batch: usize) -> Self {
+        Determinism {
+            streams: FxHashMap::default(),
+            last: Vec::new(),
+            stream_device: Vec::new(),
+            recent: None,
+            devices: Devices::default(),
+            narrow: PairCounter::new(min_batch),
+            wide: PairCounter::new(min_batch),
+            hashed: FxHashMap::default(),
+            transitions: 0,
+            sequential: 0,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -116,7 +184,7 @@ impl Determinism {
                 if id == next {
                     // A new stream: no transition yet.
                     self.last.push(pos);
-                    let device = self.device_index(req.device);
+                    let device = self.devices.index(req.device);
                     self.stream_device.push(device);
                     return;
                 }
@@ -127,52 +195,32 @@ impl Determinism {
         self.transitions += 1;
         let sequential = req.sector == end;
         self.sequential += u64::from(sequential);
-        let count = PairCount {
-            all: 1,
-            non_sequential: u32::from(!sequential),
-        };
         let device = self.stream_device[id as usize];
-        let fits = |s: u64| s < 1 << SECTOR_BITS;
-        match device {
-            Some(d) if fits(from) && fits(req.sector) => {
-                let key = (d as u128) << (2 * SECTOR_BITS)
-                    | u128::from(from) << SECTOR_BITS
-                    | u128::from(req.sector);
-                self.pairs.add(key, count);
-            }
-            _ => self
-                .wide_pairs
-                .entry(PairKey {
-                    device: req.device,
-                    from,
-                    to: req.sector,
-                })
-                .or_default()
-                .absorb(count),
+        let fields = [u64::from(device), from, req.sector, u64::from(!sequential)];
+        if !self.narrow.add(fields) && !self.wide.add(fields) {
+            let c = self.hashed.entry(PairKey {
+                device: req.device,
+                from,
+                to: req.sector,
+            });
+            let c = c.or_default();
+            c.all += 1;
+            c.non_sequential += u64::from(!sequential);
         }
     }
 
-    /// The device's index for pair keys; None past [`MAX_DEVICES`]. Called once per
-    /// stream, and traces have one device or a few, so a scan of the list will do.
-    fn device_index(&mut self, device: u32) -> Option<usize> {
-        if let Some(i) = self.devices.iter().position(|&d| d == device) {
-            return Some(i);
-        }
-        if self.devices.len() == MAX_DEVICES {
-            return None;
-        }
-        self.devices.push(device);
-        Some(self.devices.len() - 1)
-    }
-
-    pub fn summary(&self) -> DeterminismSummary {
+    pub fn summary(&mut self) -> DeterminismSummary {
         let non_sequential = self.transitions - self.sequential;
-        let packed = self.pairs.counts();
-        let all = packed.iter().map(|e| &e.1).chain(self.wide_pairs.values());
-        let repeated: u64 = all
-            .filter(|c| c.all >= 2)
-            .map(|c| u64::from(c.non_sequential))
-            .sum();
+        let (mut repeated, mut distinct) = (0u64, 0u64);
+        let mut tally = |c: PairCount| {
+            distinct += 1;
+            if c.all >= 2 {
+                repeated += c.non_sequential;
+            }
+        };
+        self.narrow.for_each(&mut tally);
+        self.wide.for_each(&mut tally);
+        self.hashed.values().copied().for_each(&mut tally);
         let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
         DeterminismSummary {
             streams: self.last.len() as u64,
@@ -180,7 +228,7 @@ impl Determinism {
             sequential_transitions: self.sequential,
             non_sequential_transitions: non_sequential,
             repeated_non_sequential_transitions: repeated,
-            distinct_pairs: (packed.len() + self.wide_pairs.len()) as u64,
+            distinct_pairs: distinct,
             sequential_fraction: ratio(self.sequential, self.transitions),
             partial_determinism: ratio(repeated, non_sequential),
         }
@@ -263,10 +311,10 @@ mod tests {
 
     #[test]
     fn huge_sectors_and_several_devices_count_like_small_ones() {
-        // The same loop A -> B -> A -> B on two devices, once at small sectors (packed
-        // keys) and once past 2^56 (the hash-map fallback): per device 3 non-sequential
-        // transitions, pairs (A,B) twice and (B,A) once -> 2 of 3 repeat.
-        for base in [0u64, 1 << 60] {
+        // The same loop A -> B -> A -> B on two devices, at small sectors (64-bit keys),
+        // past 2^31 (128-bit keys) and past 2^62 (the hash-map fallback): per device 3
+        // non-sequential transitions, pairs (A,B) twice and (B,A) once -> 2 of 3 repeat.
+        for base in [0u64, 1 << 40, 1 << 62] {
             let mut d = Determinism::default();
             for device in [3u32, 9] {
                 for s in [base, base + 100, base, base + 100] {

@@ -10,7 +10,9 @@
 
 pub mod advice;
 pub mod determinism;
+mod groups;
 pub mod heat;
+mod keys;
 pub mod pages;
 pub mod report;
 pub mod sidecar;
@@ -102,6 +104,12 @@ pub struct Analysis {
 
 impl Analyzer {
     pub fn new(config: Config) -> Self {
+        Self::with_min_batch(config, reblock_tally::MIN_BATCH)
+    }
+
+    /// An analyzer whose sorted counters gather `min_batch` keys before sorting (tests use
+    /// tiny batches so that merging is exercised on short traces).
+    fn with_min_batch(config: Config, min_batch: usize) -> Self {
         assert!(config.page_bytes > 0, "page size must be positive");
         Analyzer {
             timing: timing::Timing::new(config.idle_threshold_ns, config.burst_window_ns),
@@ -110,7 +118,7 @@ impl Analyzer {
             counters: Default::default(),
             sizes_bytes: Default::default(),
             pages: Default::default(),
-            determinism: Default::default(),
+            determinism: determinism::Determinism::with_min_batch(min_batch),
         }
     }
 
@@ -210,7 +218,7 @@ mod reference;
 
 #[cfg(test)]
 mod tests {
-    use super::{analyze, reference, Config, Interval};
+    use super::{reference, Analyzer, Config, Interval};
     use proptest::prelude::*;
     use reblock_trace::{Op, Request};
 
@@ -283,6 +291,7 @@ mod tests {
             interval in interval(),
             page_bytes in prop_oneof![Just(4096u64), Just(512), Just(1536), Just(65536)],
             device_bytes in prop_oneof![Just(None), Just(Some(1u64 << 20))],
+            min_batch in prop_oneof![Just(1usize), 2usize..64, Just(reblock_tally::MIN_BATCH)],
         ) {
             // Requests ending past u64::MAX sectors are not requests a reader hands out.
             let reqs: Vec<Request> = reqs
@@ -290,7 +299,11 @@ mod tests {
                 .filter(|r| r.sector.checked_add(u64::from(r.sectors)).is_some())
                 .collect();
             let config = Config { page_bytes, interval, device_bytes, ..Config::default() };
-            let got = analyze(config.clone(), &reqs);
+            let mut a = Analyzer::with_min_batch(config.clone(), min_batch);
+            for r in &reqs {
+                a.observe(r);
+            }
+            let got = a.finish();
             let want = reference::analyze(&config, &reqs);
             prop_assert_eq!(&got.pages, &want.pages);
             prop_assert_eq!(&got.determinism, &want.determinism);
