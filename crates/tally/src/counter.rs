@@ -1,5 +1,4 @@
-//! Counting occurrences of keys: [`Counter`] takes one key at a time, [`Runs`] takes
-//! sorted runs of counted keys.
+//! Counting occurrences of keys, one key at a time.
 //!
 //! Where a count is all an entry carries, the pending buffer holds bare keys (8 bytes for
 //! a `u64` key, where a key-count pair takes 16) and the counts live in their own array
@@ -60,12 +59,6 @@ impl<K: Key> Counter<K> {
         }
     }
 
-    /// Adds a run of distinct keys, strictly increasing, with their counts.
-    pub fn add_sorted(&mut self, keys: &[K], counts: &[u32]) {
-        merge_counts(&mut self.keys, &mut self.counts, keys, counts);
-        self.threshold = self.min_batch.max(self.keys.len());
-    }
-
     /// Folds the pending keys into the sorted counts.
     pub fn merge_pending(&mut self) {
         if self.pending.is_empty() {
@@ -96,15 +89,6 @@ impl<K: Key> Counter<K> {
             *k = f(*k);
         }
         debug_assert!(self.keys.windows(2).all(|w| w[0] < w[1]));
-    }
-
-    /// Moves every count into `other`, keys mapped by the strictly increasing `f` (to a
-    /// wider key type), and empties this counter.
-    pub fn drain_into<L: Key>(&mut self, other: &mut Counter<L>, f: impl Fn(K) -> L) {
-        self.merge_pending();
-        let keys: Vec<L> = self.keys.iter().map(|&k| f(k)).collect();
-        other.add_sorted(&keys, &self.counts);
-        self.clear();
     }
 
     /// Empties the counter, keeping its buffers.
@@ -149,7 +133,7 @@ fn run_lengths<K: Key>(keys: &mut [K], counts: &mut Vec<u32>) -> usize {
 /// increasing, in place: equal keys add their counts (saturating). The union's size is
 /// counted first, the arrays grow to it, and the merge writes from the back, so no second
 /// array is needed (a write position never overtakes the unread part of `keys`).
-pub fn merge_counts<K: Key>(
+pub(crate) fn merge_counts<K: Key>(
     keys: &mut Vec<K>,
     counts: &mut Vec<u32>,
     add_keys: &[K],
@@ -196,83 +180,4 @@ pub fn merge_counts<K: Key>(
         }
     }
     debug_assert_eq!(w, i);
-}
-
-/// Counted keys gathered from sorted runs (a working-set interval's page counts, say), as
-/// a few sorted runs whose sizes at least halve from one to the next: a new run is merged
-/// into the one before it while that one is not more than twice its size. Each key is
-/// merged O(log runs) times, and the runs together hold at most twice as many entries as
-/// the largest, which holds at most the distinct keys.
-#[derive(Clone, Debug, Default)]
-pub struct Runs<K> {
-    runs: Vec<(Vec<K>, Vec<u32>)>,
-}
-
-impl<K: Key> Runs<K> {
-    /// Adds a run of distinct keys, strictly increasing, with their counts.
-    pub fn push(&mut self, keys: &[K], counts: &[u32]) {
-        if keys.is_empty() {
-            return;
-        }
-        self.runs.push((keys.to_vec(), counts.to_vec()));
-        while let [.., before, last] = self.runs.as_slice() {
-            if before.0.len() > 2 * last.0.len() {
-                break;
-            }
-            self.merge_last();
-        }
-    }
-
-    fn merge_last(&mut self) {
-        let (k, c) = self.runs.pop().expect("two runs");
-        let (keys, counts) = self.runs.last_mut().expect("two runs");
-        merge_counts(keys, counts, &k, &c);
-    }
-
-    /// Every distinct key, increasing, with its total count.
-    pub fn merged(&mut self) -> (&[K], &[u32]) {
-        while self.runs.len() > 1 {
-            self.merge_last();
-        }
-        match self.runs.first() {
-            Some((k, c)) => (k, c),
-            None => (&[], &[]),
-        }
-    }
-
-    /// Replaces every key `k` by `f(k)`; `f` must be strictly increasing.
-    pub fn map_keys(&mut self, f: impl Fn(K) -> K) {
-        for (keys, _) in &mut self.runs {
-            for k in keys.iter_mut() {
-                *k = f(*k);
-            }
-        }
-    }
-
-    /// Moves every run into `other`, keys mapped by the strictly increasing `f`.
-    pub fn drain_into<L: Key>(&mut self, other: &mut Runs<L>, f: impl Fn(K) -> L) {
-        for (keys, counts) in self.runs.drain(..) {
-            let keys: Vec<L> = keys.into_iter().map(&f).collect();
-            other.push(&keys, &counts);
-        }
-    }
-
-    /// Runs held (merging them is deferred until [`Runs::merged`]).
-    pub fn run_count(&self) -> usize {
-        self.runs.len()
-    }
-
-    /// Entries held over all runs: at most twice the distinct keys.
-    pub fn entries(&self) -> usize {
-        self.runs.iter().map(|r| r.0.len()).sum()
-    }
-
-    /// Heap bytes held.
-    pub fn heap_bytes(&self) -> usize {
-        let k = std::mem::size_of::<K>();
-        self.runs
-            .iter()
-            .map(|(keys, counts)| keys.capacity() * k + counts.capacity() * 4)
-            .sum()
-    }
 }

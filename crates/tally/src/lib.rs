@@ -21,14 +21,14 @@
 //! passes.
 //!
 //! Modules: [`Tally`] for entries that carry a value, [`Counter`] for bare keys counted
-//! one at a time, [`Runs`] for sorted runs of counted keys, and the sorts they share.
+//! one at a time, and the sorts they share.
 
 mod counter;
 mod key;
 mod sort;
 mod tally;
 
-pub use counter::{merge_counts, Counter, Runs};
+pub use counter::Counter;
 pub use key::Key;
 pub use sort::{radix_sort, sort_keys};
 pub use tally::{Count, Tally};
@@ -123,51 +123,23 @@ mod tests {
             c.add(k);
         }
         assert_eq!(pairs(c.sorted()), vec![(1, 1), (3, 2), (5, 3), (9, 1)]);
-        c.add_sorted(&[2, 3, 10], &[7, 1, 1]);
+        // Keys re-packed wider keep their counts and order, pending ones included.
+        c.add(3);
+        c.map_keys(|k| k << 8);
+        c.add(3 << 8);
         assert_eq!(
             pairs(c.sorted()),
-            vec![(1, 1), (2, 7), (3, 3), (5, 3), (9, 1), (10, 1)]
+            vec![(256, 1), (768, 4), (1280, 3), (2304, 1)]
         );
-        c.map_keys(|k| k << 8);
-        assert_eq!(c.sorted().0, &[256, 512, 768, 1280, 2304, 2560]);
-        let mut wide: Counter<u128> = Counter::default();
-        c.drain_into(&mut wide, |k| u128::from(k) << 64);
+        c.clear();
         assert!(c.is_empty());
-        assert_eq!(wide.sorted().1, &[1, 7, 3, 3, 1, 1]);
-        assert_eq!(wide.sorted().0[0], 256u128 << 64);
     }
 
     #[test]
-    fn counts_saturate() {
-        let mut c: Counter<u32> = Counter::with_min_batch(1);
-        c.add_sorted(&[4], &[u32::MAX - 1]);
-        c.add(4);
-        c.add(4);
-        assert_eq!(pairs(c.sorted()), vec![(4, u32::MAX)]);
-    }
-
-    #[test]
-    fn runs_merge_geometrically_and_sum() {
-        let mut r: Runs<u64> = Runs::default();
-        r.push(&[1, 2, 3, 4, 5, 6, 7, 8], &[1; 8]);
-        r.push(&[2, 9], &[5, 5]);
-        r.push(&[3], &[1]);
-        // 8 > 2*2 keeps the second run apart; 2 <= 2*1 merges the third into it.
-        assert_eq!(r.run_count(), 2);
-        assert_eq!(
-            pairs(r.merged()),
-            vec![
-                (1, 1),
-                (2, 6),
-                (3, 2),
-                (4, 1),
-                (5, 1),
-                (6, 1),
-                (7, 1),
-                (8, 1),
-                (9, 5)
-            ]
-        );
+    fn merged_counts_saturate() {
+        let (mut keys, mut counts) = (vec![4u32], vec![u32::MAX - 1]);
+        counter::merge_counts(&mut keys, &mut counts, &[1, 4], &[1, 5]);
+        assert_eq!((keys, counts), (vec![1, 4], vec![1, u32::MAX]));
     }
 
     /// Keys for the sort: few bytes (the LSD path), many (MSD), skewed (a bucket split
@@ -227,24 +199,6 @@ mod tests {
                 c.add(k);
             }
             prop_assert_eq!(pairs(c.sorted()), map_counts(&keys));
-        }
-
-        #[test]
-        fn runs_equal_a_map(runs in proptest::collection::vec(
-                proptest::collection::btree_map(0u64..300, 1u32..5, 0..60), 0..30)) {
-            let mut r: Runs<u64> = Runs::default();
-            let mut m: BTreeMap<u64, u32> = BTreeMap::new();
-            for run in &runs {
-                let keys: Vec<u64> = run.keys().copied().collect();
-                let counts: Vec<u32> = run.values().copied().collect();
-                r.push(&keys, &counts);
-                for (&k, &c) in run {
-                    *m.entry(k).or_default() += c;
-                }
-                let held = r.entries();
-                prop_assert!(held <= 2 * m.len(), "{} entries held for {} keys", held, m.len());
-            }
-            prop_assert_eq!(pairs(r.merged()), m.into_iter().collect::<Vec<_>>());
         }
     }
 }
