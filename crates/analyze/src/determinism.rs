@@ -42,6 +42,22 @@ struct StreamKey {
     has_pid: bool,
 }
 
+impl StreamKey {
+    /// The key as one integer (distinct keys give distinct integers), compared in two
+    /// instructions.
+    fn packed(self) -> u128 {
+        u128::from(self.device) << 97
+            | u128::from(self.pid) << 65
+            | u128::from(self.command) << 33
+            | u128::from(self.has_pid) << 32
+    }
+}
+
+/// Streams remembered for the lookup-free path (see `Determinism::recent_keys`).
+const RECENT: usize = 8;
+/// A packed key no stream has (bit 0 is never set).
+const NO_STREAM: u128 = 1;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct PairKey {
     device: u32,
@@ -115,10 +131,13 @@ pub struct Determinism {
     last: Vec<(u64, u64)>,
     /// Per stream, its device's index in `devices`.
     stream_device: Vec<u32>,
-    /// The stream of the previous request. Consecutive requests nearly always come from
-    /// one process (99% on the bundled kernel-build trace), so this saves the stream
-    /// lookup for most requests.
-    recent: Option<(StreamKey, u32)>,
+    /// The last [`RECENT`] streams seen (keys packed by [`StreamKey::packed`]) and their
+    /// numbers, replaced round-robin. Consecutive requests nearly always come from one
+    /// process (99% on the bundled kernel-build trace), or from one of a few busy ones,
+    /// so this saves the hash lookup of the stream for most requests.
+    recent_keys: [u128; RECENT],
+    recent_ids: [u32; RECENT],
+    recent_next: usize,
     devices: Devices,
     narrow: PairCounter<u64>,
     wide: PairCounter<u128>,
@@ -142,7 +161,9 @@ impl Determinism {
             streams: FxHashMap::default(),
             last: Vec::new(),
             stream_device: Vec::new(),
-            recent: None,
+            recent_keys: [NO_STREAM; RECENT],
+            recent_ids: [0; RECENT],
+            recent_next: 0,
             devices: Devices::default(),
             narrow: PairCounter::new(min_batch),
             wide: PairCounter::new(min_batch),
@@ -175,12 +196,15 @@ impl Determinism {
             has_pid: req.pid.is_some(),
         };
         let pos = (req.sector, req.end_sector());
-        let id = match self.recent {
-            Some((k, id)) if k == key => id,
-            _ => {
+        let packed = key.packed();
+        let id = match self.recent_keys.iter().position(|&k| k == packed) {
+            Some(i) => self.recent_ids[i],
+            None => {
                 let next = self.last.len() as u32;
                 let id = *self.streams.entry(key).or_insert(next);
-                self.recent = Some((key, id));
+                self.recent_keys[self.recent_next] = packed;
+                self.recent_ids[self.recent_next] = id;
+                self.recent_next = (self.recent_next + 1) % RECENT;
                 if id == next {
                     // A new stream: no transition yet.
                     self.last.push(pos);

@@ -118,3 +118,47 @@ fn skip_bad_reports_the_lines_and_a_bad_line_fails() {
         )
     );
 }
+
+#[test]
+fn compression_is_chosen_for_parquet_and_refused_for_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let native = dir.path().join("plain.txt");
+    reblock()
+        .arg("convert")
+        .arg(data("msr-hm_0.csv"))
+        .arg(&native)
+        .assert()
+        .success();
+    for codec in ["lz4", "none", "snappy", "zstd"] {
+        let pq = dir.path().join(format!("{codec}.parquet"));
+        reblock()
+            .args(["convert", "--compression", codec])
+            .arg(data("msr-hm_0.csv"))
+            .arg(&pq)
+            .assert()
+            .success();
+        let back = dir.path().join(format!("{codec}.txt"));
+        reblock()
+            .arg("convert")
+            .arg(&pq)
+            .arg(&back)
+            .assert()
+            .success();
+        assert_eq!(
+            std::fs::read_to_string(&back).unwrap(),
+            std::fs::read_to_string(&native).unwrap(),
+            "{codec}"
+        );
+    }
+    let out = dir.path().join("refused.txt");
+    reblock()
+        .args(["convert", "--compression", "lz4"])
+        .arg(data("msr-hm_0.csv"))
+        .arg(&out)
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains(
+            "--compression applies to Parquet output",
+        ));
+    assert!(!out.exists());
+}

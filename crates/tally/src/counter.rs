@@ -115,6 +115,7 @@ impl<K: Key> Counter<K> {
 /// and puts each one's number of occurrences in `counts`.
 fn run_lengths<K: Key>(keys: &mut [K], counts: &mut Vec<u32>) -> usize {
     counts.clear();
+    counts.resize(keys.len(), 0);
     let mut n = 0;
     for i in 0..keys.len() {
         let k = keys[i];
@@ -122,17 +123,22 @@ fn run_lengths<K: Key>(keys: &mut [K], counts: &mut Vec<u32>) -> usize {
             counts[n - 1] = counts[n - 1].saturating_add(1);
         } else {
             keys[n] = k;
-            counts.push(1);
+            counts[n] = 1;
             n += 1;
         }
     }
+    counts.truncate(n);
     n
 }
 
 /// Merges the run (`add_keys`, `add_counts`) into (`keys`, `counts`), both strictly
-/// increasing, in place: equal keys add their counts (saturating). The union's size is
-/// counted first, the arrays grow to it, and the merge writes from the back, so no second
-/// array is needed (a write position never overtakes the unread part of `keys`).
+/// increasing, in place: equal keys add their counts (saturating).
+///
+/// The arrays grow by the run's length and the merge writes from the back, so no second
+/// array is needed (the write position never overtakes the unread part of `keys`); equal
+/// keys leave a gap at the front, closed by one move at the end. Each step picks its
+/// output by comparisons turned into selects rather than branches: merging keys of a
+/// random trace, a branch would be mispredicted every other step.
 pub(crate) fn merge_counts<K: Key>(
     keys: &mut Vec<K>,
     counts: &mut Vec<u32>,
@@ -145,39 +151,37 @@ pub(crate) fn merge_counts<K: Key>(
     if b == 0 {
         return;
     }
-    let (mut i, mut j, mut common) = (0, 0, 0);
-    while i < a && j < b {
-        match keys[i].cmp(&add_keys[j]) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                common += 1;
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    let out = a + b - common;
-    keys.resize(out, K::default());
-    counts.resize(out, 0);
-    let (mut i, mut j, mut w) = (a, b, out);
-    while j > 0 {
+    keys.resize(a + b, K::default());
+    counts.resize(a + b, 0);
+    let (mut i, mut j, mut w) = (a, b, a + b);
+    while i > 0 && j > 0 {
+        let (x, y) = (keys[i - 1], add_keys[j - 1]);
+        let (take_x, take_y) = (x >= y, y >= x);
         w -= 1;
-        let y = add_keys[j - 1];
-        if i > 0 && keys[i - 1] > y {
-            keys[w] = keys[i - 1];
-            counts[w] = counts[i - 1];
-            i -= 1;
-        } else if i > 0 && keys[i - 1] == y {
-            keys[w] = y;
-            counts[w] = counts[i - 1].saturating_add(add_counts[j - 1]);
-            i -= 1;
-            j -= 1;
-        } else {
-            keys[w] = y;
-            counts[w] = add_counts[j - 1];
-            j -= 1;
-        }
+        keys[w] = if take_x { x } else { y };
+        let cx = if take_x { counts[i - 1] } else { 0 };
+        let cy = if take_y { add_counts[j - 1] } else { 0 };
+        counts[w] = cx.saturating_add(cy);
+        i -= usize::from(take_x);
+        j -= usize::from(take_y);
     }
-    debug_assert_eq!(w, i);
+    // What is left of one input goes below, in order.
+    if j > 0 {
+        keys[w - j..w].copy_from_slice(&add_keys[..j]);
+        counts[w - j..w].copy_from_slice(&add_counts[..j]);
+        w -= j;
+    } else if w > i {
+        keys.copy_within(..i, w - i);
+        counts.copy_within(..i, w - i);
+        w -= i;
+    } else {
+        w = 0;
+    }
+    // Equal keys made the result shorter than a + b: it starts at w.
+    if w > 0 {
+        keys.copy_within(w.., 0);
+        counts.copy_within(w.., 0);
+        keys.truncate(a + b - w);
+        counts.truncate(a + b - w);
+    }
 }

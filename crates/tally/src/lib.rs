@@ -200,5 +200,19 @@ mod tests {
             }
             prop_assert_eq!(pairs(c.sorted()), map_counts(&keys));
         }
+
+        #[test]
+        fn merge_equals_a_map(a in proptest::collection::btree_map(0u64..200, 1u32..9, 0..80),
+                              b in proptest::collection::btree_map(0u64..200, 1u32..9, 0..80)) {
+            let (mut keys, mut counts): (Vec<u64>, Vec<u32>) = a.clone().into_iter().unzip();
+            let (bk, bc): (Vec<u64>, Vec<u32>) = b.clone().into_iter().unzip();
+            counter::merge_counts(&mut keys, &mut counts, &bk, &bc);
+            let mut m = a;
+            for (k, c) in b {
+                *m.entry(k).or_insert(0) += c;
+            }
+            let want: Vec<(u64, u32)> = m.into_iter().collect();
+            prop_assert_eq!(keys.into_iter().zip(counts).collect::<Vec<_>>(), want);
+        }
     }
 }

