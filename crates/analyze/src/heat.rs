@@ -11,7 +11,7 @@
 
 use serde::Serialize;
 
-use crate::pages::Pages;
+use crate::pages::{DeviceTotals, PageKey, Pages};
 
 pub const COLUMNS: u64 = 32;
 pub const ROWS: u64 = 32;
@@ -50,59 +50,68 @@ pub fn level(c: u64, max: u64) -> u8 {
 
 /// Builds the map for the busiest device; `device_pages` is its size in pages if known.
 pub fn heat_map(pages: &Pages, device_pages: Option<u64>) -> HeatMap {
-    let mut per_device: rustc_hash::FxHashMap<u32, (u64, u64)> = Default::default();
-    // Nearly every trace has one device: sum runs of the same device locally and touch
-    // the map once per run instead of once per page.
-    let mut run: Option<(u32, u64, u64)> = None;
-    let mut flush = |run: Option<(u32, u64, u64)>| {
-        if let Some((d, acc, hi)) = run {
-            let e = per_device.entry(d).or_default();
-            e.0 += acc;
-            e.1 = e.1.max(hi);
-        }
-    };
+    let mut heat = HeatBuilder::new(pages.device_totals(), device_pages);
     for (k, s) in pages.iter() {
-        match &mut run {
-            Some((d, acc, hi)) if *d == k.device => {
-                *acc += s.accesses();
-                *hi = (*hi).max(k.page + 1);
-            }
-            _ => {
-                flush(run);
-                run = Some((k.device, s.accesses(), k.page + 1));
-            }
+        heat.add(k, s.accesses());
+    }
+    heat.finish()
+}
+
+/// A heat map filled one page at a time, for the scan that also makes the page summary.
+pub struct HeatBuilder {
+    device: u32,
+    span_pages: u64,
+    span_is_device_size: bool,
+    pages_per_cell: u64,
+    counts: Vec<u64>,
+}
+
+impl HeatBuilder {
+    /// The map of the device with the most page accesses (ties to the lower device
+    /// number), spanning the device's size when known and at least its highest page,
+    /// else up to its highest page.
+    pub fn new(totals: &[DeviceTotals], device_pages: Option<u64>) -> Self {
+        let (device, highest) = totals
+            .iter()
+            .max_by(|a, b| a.accesses.cmp(&b.accesses).then(b.device.cmp(&a.device)))
+            .map_or((0, 0), |d| (d.device, d.end_page));
+        let span_is_device_size = device_pages.is_some_and(|d| d >= highest);
+        let span_pages = if span_is_device_size {
+            device_pages.unwrap_or(highest)
+        } else {
+            highest
+        };
+        let cells = COLUMNS * ROWS;
+        HeatBuilder {
+            device,
+            span_pages,
+            span_is_device_size,
+            pages_per_cell: span_pages.div_ceil(cells).max(1),
+            counts: vec![0; cells as usize],
         }
     }
-    flush(run);
-    let (device, highest) = per_device
-        .iter()
-        .max_by(|a, b| a.1 .0.cmp(&b.1 .0).then(b.0.cmp(a.0)))
-        .map(|(&d, &(_, hi))| (d, hi))
-        .unwrap_or((0, 0));
-    let span_is_device_size = device_pages.is_some_and(|d| d >= highest);
-    let span_pages = if span_is_device_size {
-        device_pages.unwrap_or(highest)
-    } else {
-        highest
-    };
-    let cells = COLUMNS * ROWS;
-    let pages_per_cell = span_pages.div_ceil(cells).max(1);
-    let mut counts = vec![0u64; cells as usize];
-    for (k, s) in pages.iter().filter(|(k, _)| k.device == device) {
-        let cell = (k.page / pages_per_cell).min(cells - 1);
-        counts[cell as usize] += s.accesses();
+
+    #[inline]
+    pub fn add(&mut self, page: PageKey, accesses: u64) {
+        if page.device == self.device {
+            let cell = (page.page / self.pages_per_cell).min(COLUMNS * ROWS - 1);
+            self.counts[cell as usize] += accesses;
+        }
     }
-    let max = counts.iter().copied().max().unwrap_or(0);
-    HeatMap {
-        device,
-        columns: COLUMNS,
-        rows: ROWS,
-        span_pages,
-        span_is_device_size,
-        pages_per_cell,
-        levels: counts.iter().map(|&c| level(c, max)).collect(),
-        counts,
-        level_bounds: (1..=6).map(|k| (max as f64).powf(k as f64 / 6.0)).collect(),
+
+    pub fn finish(self) -> HeatMap {
+        let max = self.counts.iter().copied().max().unwrap_or(0);
+        HeatMap {
+            device: self.device,
+            columns: COLUMNS,
+            rows: ROWS,
+            span_pages: self.span_pages,
+            span_is_device_size: self.span_is_device_size,
+            pages_per_cell: self.pages_per_cell,
+            levels: self.counts.iter().map(|&c| level(c, max)).collect(),
+            counts: self.counts,
+            level_bounds: (1..=6).map(|k| (max as f64).powf(k as f64 / 6.0)).collect(),
+        }
     }
 }
 

@@ -58,6 +58,7 @@ impl Default for Config {
 
 pub struct Analyzer {
     config: Config,
+    page_size: pages::PageSize,
     counters: stats::Counters,
     sizes_bytes: stats::Distribution,
     timing: timing::Timing,
@@ -112,6 +113,7 @@ impl Analyzer {
     fn with_min_batch(config: Config, min_batch: usize) -> Self {
         assert!(config.page_bytes > 0, "page size must be positive");
         Analyzer {
+            page_size: pages::PageSize::new(config.page_bytes),
             timing: timing::Timing::new(config.idle_threshold_ns, config.burst_window_ns),
             working_sets: working_set::WorkingSets::new(config.interval.clone()),
             config,
@@ -135,22 +137,21 @@ impl Analyzer {
         if req.sectors == 0 {
             return;
         }
-        self.pages.touch_run(
-            req.device,
-            pages::page_range(req, self.config.page_bytes),
-            req.op,
-        );
+        self.pages
+            .touch_run(req.device, self.page_size.range(req), req.op);
     }
 
     pub fn finish(mut self) -> Analysis {
         let page_bytes = self.config.page_bytes;
         let intervals = self.working_sets.finish(&mut self.pages);
-        let pages = self.pages.summary();
+        let device_pages = self.config.device_bytes.map(|b| b.div_ceil(page_bytes));
+        // One scan of the pages makes both the summary and the heat map.
+        let mut heat = heat::HeatBuilder::new(self.pages.device_totals(), device_pages);
+        let pages = self.pages.summary_with(|k, s| heat.add(k, s.accesses()));
         let det = self.determinism.summary();
         let timing = self.timing.finish();
         let c = &self.counters;
         let unique_bytes = pages.unique_pages * page_bytes;
-        let device_pages = self.config.device_bytes.map(|b| b.div_ceil(page_bytes));
         let read_fraction = (c.requests > 0).then(|| c.reads as f64 / c.requests as f64);
         let measures = advice::Measures {
             requests: c.requests,
@@ -180,7 +181,7 @@ impl Analyzer {
             top20_access_share: pages.top20_access_share,
             partial_determinism: det.partial_determinism,
             sequential_fraction: det.sequential_fraction,
-            heat_map: heat::heat_map(&self.pages, device_pages),
+            heat_map: heat.finish(),
             pages,
             determinism: det,
             request_size_bytes: self.sizes_bytes.summary(),

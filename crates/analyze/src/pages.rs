@@ -50,6 +50,35 @@ impl PageStat {
     }
 }
 
+/// A page size with the shift that replaces division by it, when it is a power-of-two
+/// number of sectors (4 KiB and every usual size are): the analyzer maps every request
+/// to its pages, and a 64-bit division costs tens of cycles where a shift costs one.
+#[derive(Clone, Copy, Debug)]
+pub struct PageSize {
+    bytes: u64,
+    sector_shift: Option<u32>,
+}
+
+impl PageSize {
+    pub fn new(bytes: u64) -> Self {
+        let sectors = bytes / SECTOR_BYTES;
+        let power = bytes.is_multiple_of(SECTOR_BYTES) && sectors.is_power_of_two();
+        PageSize {
+            bytes,
+            sector_shift: power.then(|| sectors.trailing_zeros()),
+        }
+    }
+
+    /// [`page_range`] of `req`.
+    #[inline]
+    pub fn range(&self, req: &Request) -> std::ops::Range<u64> {
+        match self.sector_shift {
+            Some(shift) => (req.sector >> shift)..((req.end_sector() - 1) >> shift) + 1,
+            None => page_range(req, self.bytes),
+        }
+    }
+}
+
 /// The pages `req` touches, as a half-open range of page numbers.
 pub fn page_range(req: &Request, page_bytes: u64) -> std::ops::Range<u64> {
     let sectors_per_page = page_bytes / SECTOR_BYTES;
@@ -96,9 +125,22 @@ const IDLE: Touch = Touch {
     write: false,
 };
 
+/// Page accesses to one device over the whole trace, and one past its highest page
+/// touched: what the heat map needs to choose its device and span before the one scan of
+/// the pages that also makes the summary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceTotals {
+    pub device: u32,
+    pub accesses: u64,
+    pub end_page: u64,
+}
+
 /// Per-page counts over the whole trace and within the current working-set interval,
 /// with one table lookup per group of [`GROUP_PAGES`] pages a request touches.
 pub struct Pages {
+    /// Per device, in order of appearance; `recent_device` is the last one touched.
+    devices: Vec<DeviceTotals>,
+    recent_device: usize,
     table: GroupTable,
     /// The current interval's stamp (starts at 1: a new slot's 0 is never current).
     stamp: u32,
@@ -106,6 +148,8 @@ pub struct Pages {
     touched: Vec<SlotId>,
     /// The sort's scratch buffer, kept between intervals.
     touched_scratch: Vec<SlotId>,
+    /// Whether `touched` is sorted (nothing was added since the last sort).
+    touched_sorted: bool,
     /// Touches waiting for their slot's cache line, oldest first (a ring).
     queue: [Touch; LOOKAHEAD],
     queue_head: usize,
@@ -115,10 +159,13 @@ pub struct Pages {
 impl Default for Pages {
     fn default() -> Self {
         Pages {
+            devices: Vec::new(),
+            recent_device: 0,
             table: GroupTable::default(),
             stamp: 1,
             touched: Vec::new(),
             touched_scratch: Vec::new(),
+            touched_sorted: true,
             queue: [IDLE; LOOKAHEAD],
             queue_head: 0,
             queue_len: 0,
@@ -130,6 +177,7 @@ impl Pages {
     /// Counts one access by `op` to each page of `pages` on `device`.
     #[inline]
     pub fn touch_run(&mut self, device: u32, pages: std::ops::Range<u64>, op: Op) {
+        self.count_device(device, &pages);
         let mut page = pages.start;
         while page < pages.end {
             let group = page / GROUP_PAGES;
@@ -157,6 +205,31 @@ impl Pages {
         }
     }
 
+    #[inline]
+    fn count_device(&mut self, device: u32, pages: &std::ops::Range<u64>) {
+        if self.devices.get(self.recent_device).map(|d| d.device) != Some(device) {
+            self.recent_device = match self.devices.iter().position(|d| d.device == device) {
+                Some(i) => i,
+                None => {
+                    self.devices.push(DeviceTotals {
+                        device,
+                        accesses: 0,
+                        end_page: 0,
+                    });
+                    self.devices.len() - 1
+                }
+            };
+        }
+        let d = &mut self.devices[self.recent_device];
+        d.accesses += pages.end - pages.start;
+        d.end_page = d.end_page.max(pages.end);
+    }
+
+    /// Page accesses and extent per device, in order of first appearance.
+    pub fn device_totals(&self) -> &[DeviceTotals] {
+        &self.devices
+    }
+
     /// Applies every queued touch.
     fn drain(&mut self) {
         while self.queue_len > 0 {
@@ -177,6 +250,7 @@ impl Pages {
             self.touched.clear();
             let moved = self.table.occupied().filter(|(_, s)| s.stamp == stamp);
             self.touched.extend(moved.map(|(id, _)| id));
+            self.touched_sorted = true; // listed in slot order
         }
         let g = self.table.slot_mut(i);
         if g.stamp != stamp {
@@ -185,6 +259,7 @@ impl Pages {
                 c.interval &= !INTERVAL_COUNT;
             }
             self.touched.push(i);
+            self.touched_sorted = false;
         }
         for c in &mut g.cells[usize::from(t.first)..usize::from(t.last)] {
             if t.write {
@@ -209,7 +284,14 @@ impl Pages {
     /// instead of jumping around it.
     pub fn for_each_in_interval(&mut self, mut f: impl FnMut(PageKey, u32, &mut u32)) {
         self.drain();
-        reblock_tally::sort_keys(&mut self.touched, &mut self.touched_scratch);
+        if !self.touched_sorted {
+            sort_ids(
+                &mut self.touched,
+                self.table.capacity(),
+                &mut self.touched_scratch,
+            );
+            self.touched_sorted = true;
+        }
         for &id in &self.touched {
             let g = self.table.slot_mut(id);
             debug_assert_eq!(g.stamp, self.stamp);
@@ -240,6 +322,7 @@ impl Pages {
         self.drain();
         self.stamp += 1;
         self.touched.clear();
+        self.touched_sorted = true;
     }
 
     /// Every touched page with its counts, in no particular order. Touches still
@@ -279,6 +362,30 @@ impl Pages {
         (self.table.len(), self.table.capacity())
     }
 }
+/// Sorts distinct slot ids below `universe`. Where they are dense (at least one in 64 of
+/// the table's slots, as in any long interval), by setting their bits in a bitmap and
+/// reading it back in order: a bit set per id and a word read per 64 slots, against
+/// three radix passes over the ids. Sparse ids are radix sorted.
+fn sort_ids(ids: &mut Vec<SlotId>, universe: usize, scratch: &mut Vec<SlotId>) {
+    if ids.len() < universe / 64 {
+        reblock_tally::sort_keys(ids, scratch);
+        return;
+    }
+    scratch.clear();
+    scratch.resize(universe.div_ceil(64), 0);
+    for &id in ids.iter() {
+        scratch[(id / 64) as usize] |= 1 << (id % 64);
+    }
+    ids.clear();
+    for (w, &bits) in scratch.iter().enumerate() {
+        let mut bits = bits;
+        while bits != 0 {
+            ids.push(w as u64 * 64 + u64::from(bits.trailing_zeros()));
+            bits &= bits - 1;
+        }
+    }
+}
+
 /// What the page map says at the end of the trace.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct PageSummary {
@@ -346,7 +453,7 @@ fn sampled_ranks(n: u64) -> impl Iterator<Item = u64> {
 /// ranks), and those come from the distinct values in order, of which a trace has few:
 /// no sort of a million counts.
 #[derive(Default)]
-struct CountHistogram {
+pub(crate) struct CountHistogram {
     /// Pages per count, for counts below [`DENSE_COUNTS`].
     dense: Vec<u64>,
     sparse: rustc_hash::FxHashMap<u64, u64>,
@@ -356,7 +463,7 @@ const DENSE_COUNTS: u64 = 1024;
 
 impl CountHistogram {
     #[inline]
-    fn add(&mut self, count: u64) {
+    pub(crate) fn add(&mut self, count: u64) {
         if count < DENSE_COUNTS {
             if self.dense.is_empty() {
                 self.dense.resize(DENSE_COUNTS as usize, 0);
@@ -368,7 +475,7 @@ impl CountHistogram {
     }
 
     /// (count, pages) for every count some page has, the largest count first.
-    fn descending(&self) -> Vec<(u64, u64)> {
+    pub(crate) fn descending(&self) -> Vec<(u64, u64)> {
         let mut big: Vec<(u64, u64)> = self.sparse.iter().map(|(&c, &p)| (c, p)).collect();
         big.sort_unstable_by(|a, b| b.cmp(a));
         let small = self.dense.iter().enumerate().rev();
@@ -413,9 +520,16 @@ fn sample_ranks_of(desc: &[(u64, u64)]) -> Vec<(u64, u64)> {
 impl Pages {
     /// The all-time counts; call after the last interval closed.
     pub fn summary(&self) -> PageSummary {
+        self.summary_with(|_, _| ())
+    }
+
+    /// [`Pages::summary`], calling `f` with every page and its counts on the way (so the
+    /// heat map needs no scan of its own).
+    pub fn summary_with(&self, mut f: impl FnMut(PageKey, PageStat)) -> PageSummary {
         let (mut all, mut reads, mut writes) = Default::default();
         let mut accesses = 0;
-        for (_, s) in self.iter() {
+        for (key, s) in self.iter() {
+            f(key, s);
             accesses += s.accesses();
             CountHistogram::add(&mut all, s.accesses());
             if s.reads > 0 {
@@ -467,6 +581,36 @@ mod tests {
         assert_eq!(page_range(&req(0, 17), 4096), 0..3);
         // 1536-byte pages (3 sectors): sectors 2..5 are bytes 1024..2560 -> pages 0 and 1.
         assert_eq!(page_range(&req(2, 3), 1536), 0..2);
+        // The shift agrees with the division for powers of two and falls back otherwise.
+        for bytes in [512, 4096, 65536, 1536, 3000] {
+            let size = PageSize::new(bytes);
+            for (s, n) in [
+                (0, 1),
+                (7, 2),
+                (8, 8),
+                (0, 17),
+                (1 << 40, 9),
+                (u64::MAX - 9, 9),
+            ] {
+                assert_eq!(
+                    size.range(&req(s, n)),
+                    page_range(&req(s, n), bytes),
+                    "{bytes}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn slot_ids_sort_dense_and_sparse() {
+        let mut scratch = Vec::new();
+        for (n, universe) in [(5000u64, 8192usize), (10, 1 << 20), (0, 64), (64, 64)] {
+            let mut ids: Vec<SlotId> = (0..n).map(|i| i * 7919 % universe as u64).collect();
+            let mut want = ids.clone();
+            want.sort_unstable();
+            sort_ids(&mut ids, universe, &mut scratch);
+            assert_eq!(ids, want, "{n} of {universe}");
+        }
     }
 
     #[test]

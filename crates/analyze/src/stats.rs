@@ -50,12 +50,15 @@ pub struct Distribution {
     n: u64,
     sum: f64,
     sum_sq: f64,
-    /// A run of equal values not yet counted in `exact` or `buckets`: consecutive
-    /// requests mostly have the same size, and counting the run once saves a hash lookup
-    /// per request.
-    run_value: u64,
-    run_count: u64,
+    /// Counts of the last few distinct values, not yet in `exact` (count 0: a free
+    /// slot): request sizes mostly repeat one of a few values, and counting them here
+    /// saves a hash lookup per request. Replaced round-robin.
+    recent: [(u64, u64); RECENT],
+    victim: usize,
 }
+
+/// Values [`Distribution`] counts before its map.
+const RECENT: usize = 4;
 
 impl Distribution {
     pub fn observe(&mut self, v: u64) {
@@ -67,17 +70,25 @@ impl Distribution {
             b[bucket_index(v)] += 1;
             return;
         }
-        if self.run_count > 0 && v == self.run_value {
-            self.run_count += 1;
+        if let Some(slot) = self.recent.iter_mut().find(|s| s.1 > 0 && s.0 == v) {
+            slot.1 += 1;
             return;
         }
-        self.flush_run();
-        (self.run_value, self.run_count) = (v, 1);
+        self.flush_slot(self.victim);
+        self.recent[self.victim] = (v, 1);
+        self.victim = (self.victim + 1) % RECENT;
     }
 
-    /// Counts the pending run of equal values.
+    /// Counts every value held in `recent`.
     fn flush_run(&mut self) {
-        let (v, c) = (self.run_value, std::mem::take(&mut self.run_count));
+        for i in 0..RECENT {
+            self.flush_slot(i);
+        }
+    }
+
+    /// Counts the value held in `recent[i]`.
+    fn flush_slot(&mut self, i: usize) {
+        let (v, c) = std::mem::take(&mut self.recent[i]);
         if c == 0 {
             return;
         }
@@ -101,10 +112,15 @@ impl Distribution {
     }
 
     pub fn is_exact(&self) -> bool {
-        if self.run_count > 0 {
+        if self.pending() {
             return self.flushed().is_exact();
         }
         self.buckets.is_none()
+    }
+
+    /// Whether `recent` holds counts not yet in `exact`.
+    fn pending(&self) -> bool {
+        self.recent.iter().any(|s| s.1 > 0)
     }
 
     /// A copy with the pending run counted.
@@ -130,7 +146,7 @@ impl Distribution {
 
     /// Values and their counts, ascending.
     pub fn sorted(&self) -> Vec<(u64, u64)> {
-        if self.run_count > 0 {
+        if self.pending() {
             return self.flushed().sorted();
         }
         if let Some(b) = &self.buckets {
@@ -342,5 +358,30 @@ mod tests {
             .map(|b| (b.lower_bytes, b.upper_bytes, b.requests))
             .collect();
         assert_eq!(got, vec![(512, 1024, 1), (4096, 8192, 3), (8192, 16384, 1)]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn exact_percentiles_match_a_sorted_copy(
+            values in proptest::collection::vec(
+                proptest::prop_oneof![0u64..6, 0u64..5000, proptest::prelude::any::<u64>()],
+                1..3000)
+        ) {
+            let mut d = Distribution::default();
+            for &v in &values {
+                d.observe(v);
+            }
+            let mut sorted = values.clone();
+            sorted.sort_unstable();
+            let rank = |q: f64| sorted[((q * values.len() as f64).ceil() as usize).clamp(1, values.len()) - 1];
+            let s = d.summary();
+            let distinct = sorted.windows(2).filter(|w| w[0] != w[1]).count() + 1;
+            proptest::prop_assert_eq!(s.exact, distinct <= EXACT_LIMIT);
+            proptest::prop_assert_eq!(s.count, values.len() as u64);
+            if s.exact {
+                proptest::prop_assert_eq!((s.min, s.max), (Some(sorted[0]), sorted.last().copied()));
+                proptest::prop_assert_eq!((s.p50, s.p95, s.p99), (Some(rank(0.5)), Some(rank(0.95)), Some(rank(0.99))));
+            }
+        }
     }
 }

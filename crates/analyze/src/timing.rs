@@ -60,6 +60,9 @@ pub struct Timing {
     idle_total_ns: u64,
     idle_longest_ns: u64,
     window_index: u64,
+    /// Where the current window ends (saturating): requests before it need no division
+    /// to find their window.
+    window_end: u64,
     window_count: u64,
     windows_closed: u64,
     count_sum: f64,
@@ -81,6 +84,7 @@ impl Timing {
             idle_total_ns: 0,
             idle_longest_ns: 0,
             window_index: 0,
+            window_end: 0,
             window_count: 0,
             windows_closed: 0,
             count_sum: 0.0,
@@ -95,6 +99,7 @@ impl Timing {
             self.prev = ts_ns;
             self.last_max = ts_ns;
             self.window_count = 1;
+            self.window_end = ts_ns.saturating_add(self.window_ns);
             return;
         };
         if ts_ns < self.prev {
@@ -110,12 +115,20 @@ impl Timing {
         self.prev = ts_ns;
         self.last_max = self.last_max.max(ts_ns);
         // A late (out-of-order) request counts in the current window: windows never reopen.
-        let index = (ts_ns.saturating_sub(first) / self.window_ns).max(self.window_index);
-        if index != self.window_index {
-            self.close_window();
-            // Windows skipped over were empty: they add 0 to the sums but count as windows.
-            self.windows_closed += index - self.window_index - 1;
-            self.window_index = index;
+        if ts_ns >= self.window_end {
+            let index = (ts_ns - first) / self.window_ns;
+            // (Equal only when the window's end saturated at u64::MAX.)
+            if index > self.window_index {
+                self.close_window();
+                // Windows skipped over were empty: they add 0 to the sums but count as
+                // windows.
+                self.windows_closed += index - self.window_index - 1;
+                self.window_index = index;
+                self.window_end = (index + 1)
+                    .checked_mul(self.window_ns)
+                    .and_then(|e| e.checked_add(first))
+                    .unwrap_or(u64::MAX);
+            }
         }
         self.window_count += 1;
     }
@@ -159,6 +172,60 @@ impl Timing {
                 index_of_dispersion: mean.zip(var).map(|(m, v)| v / m),
                 peak_to_mean: mean.map(|m| self.peak as f64 / m),
             },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The windows straight from the definition: request i is in window
+    /// max(window of i-1, (ts_i - ts_0) / w); every window from the first to the last
+    /// counts, empty or not.
+    fn naive_bursts(ts: &[u64], w: u64) -> (u64, u64, f64, f64) {
+        let mut counts: Vec<u64> = Vec::new();
+        let mut current = 0;
+        for &t in ts {
+            current = current.max((t - ts[0].min(t)) / w);
+            if counts.len() as u64 <= current {
+                counts.resize(current as usize + 1, 0);
+            }
+            counts[current as usize] += 1;
+        }
+        let n = counts.len() as f64;
+        let sum: f64 = counts.iter().map(|&c| c as f64).sum();
+        let sq: f64 = counts.iter().map(|&c| (c * c) as f64).sum();
+        let peak = counts.iter().copied().max().unwrap_or(0);
+        (counts.len() as u64, peak, sum / n, sq / n)
+    }
+
+    proptest! {
+        #[test]
+        fn windows_match_the_definition(
+            start in prop_oneof![0u64..1000, Just(u64::MAX - 5_000)],
+            steps in proptest::collection::vec(-3i64..400, 1..200),
+            w in 1u64..120,
+        ) {
+            let mut ts = vec![start];
+            for s in steps {
+                let next = ts.last().unwrap().saturating_add_signed(s);
+                ts.push(next);
+            }
+            // The definition measures from the first request; earlier ones count in
+            // window 0 (the late-request rule).
+            let mut t = Timing::new(u64::MAX, w);
+            for &x in &ts {
+                t.observe(x);
+            }
+            let b = t.finish().bursts;
+            let (windows, peak, mean, mean_sq) = naive_bursts(&ts, w);
+            prop_assert_eq!((b.windows, b.peak_per_window), (windows, peak));
+            prop_assert!((b.mean_per_window.unwrap() - mean).abs() < 1e-9);
+            let var = (mean_sq - mean * mean).max(0.0);
+            let idc = b.index_of_dispersion.unwrap();
+            prop_assert!((idc - var / mean).abs() < 1e-6 * (1.0 + idc));
         }
     }
 }

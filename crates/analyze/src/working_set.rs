@@ -9,14 +9,17 @@
 //! |T_i ∩ T_1| / |T_i|. Only intervals holding requests are listed, so a long gap costs
 //! nothing; each keeps its index.
 //!
-//! Memory: nothing per page of its own. The interval counts and two flags per page
-//! (in W_1, in T_1) live next to the page's other counts in [`Pages`], so counting an
+//! Memory: next to nothing per page of its own. The interval counts and two flags per
+//! page (in W_1, in T_1) live next to the page's other counts in [`Pages`], so counting an
 //! access costs no lookup of its own, and comparing with the first interval needs no set
-//! of its pages.
+//! of its pages. Closing an interval takes one pass over its pages, which histograms
+//! their counts: T_i is every page above the ceil(|W_i| / 5)-th largest count c plus
+//! enough of the pages at c, so only when the pages at c are not all in does a second
+//! pass gather those to pick the lowest (device, page) among them.
 
 use serde::Serialize;
 
-use crate::pages::{PageKey, Pages, IN_FIRST, IN_FIRST_TOP};
+use crate::pages::{CountHistogram, PageKey, Pages, IN_FIRST, IN_FIRST_TOP};
 
 /// How the trace is cut into intervals.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,6 +61,10 @@ pub struct WorkingSets {
     origin_ns: Option<u64>,
     seen: u64,
     index: u64,
+    /// Where the next interval starts (a timestamp, or a request count for
+    /// [`Interval::Requests`]): requests before it need no division or search to find
+    /// their interval.
+    next: u64,
     requests: u64,
     /// Whether the first interval (holding requests) has closed.
     first_done: bool,
@@ -71,6 +78,7 @@ impl WorkingSets {
             origin_ns: None,
             seen: 0,
             index: 0,
+            next: 0,
             requests: 0,
             first_done: false,
             done: Vec::new(),
@@ -81,48 +89,74 @@ impl WorkingSets {
     /// request counts in the current interval), closing the current one in `pages`.
     pub fn begin(&mut self, ts_ns: u64, pages: &mut Pages) {
         let origin = *self.origin_ns.get_or_insert(ts_ns);
-        let index = match &self.rule {
-            Interval::Duration { ns } => ts_ns.saturating_sub(origin) / (*ns).max(1),
-            Interval::Requests { n } => self.seen / (*n).max(1),
-            Interval::Starts { starts_ns } => starts_ns.partition_point(|&s| s <= ts_ns) as u64,
+        let at = match self.rule {
+            Interval::Requests { .. } => self.seen,
+            _ => ts_ns,
         };
         self.seen += 1;
-        if index > self.index {
-            self.close(pages);
-            self.index = index;
+        if at >= self.next {
+            let index = match &self.rule {
+                Interval::Duration { ns } => ts_ns.saturating_sub(origin) / (*ns).max(1),
+                Interval::Requests { n } => at / (*n).max(1),
+                Interval::Starts { starts_ns } => starts_ns.partition_point(|&s| s <= ts_ns) as u64,
+            };
+            // (Not greater only where the next start saturated at u64::MAX.)
+            if index > self.index {
+                self.close(pages);
+                self.index = index;
+            }
+            self.next = self.next_start(origin);
         }
         self.requests += 1;
+    }
+
+    /// Where interval `self.index + 1` starts (u64::MAX if past the end of time).
+    fn next_start(&self, origin: u64) -> u64 {
+        let next = self.index + 1;
+        match &self.rule {
+            Interval::Duration { ns } => next
+                .checked_mul((*ns).max(1))
+                .and_then(|t| t.checked_add(origin))
+                .unwrap_or(u64::MAX),
+            Interval::Requests { n } => next.saturating_mul((*n).max(1)),
+            Interval::Starts { starts_ns } => starts_ns
+                .get(self.index as usize)
+                .copied()
+                .unwrap_or(u64::MAX),
+        }
     }
 
     fn close(&mut self, pages: &mut Pages) {
         if self.requests == 0 {
             return;
         }
-        // Every page of the interval ranked by one packed integer (see `rank`); the
-        // top 20% are the ranks up to the k-th smallest.
-        let mut ranks = Vec::new();
-        let mut first_top_ranks = Vec::new();
-        let mut first_hits = 0usize;
+        // One pass: how many pages have each count, how many were in W_1, and the pages
+        // of T_1 seen again with their counts.
+        let mut counts = CountHistogram::default();
+        let (mut n, mut first_hits) = (0u64, 0u64);
+        let mut from_first_top: Vec<(u32, PageKey)> = Vec::new();
         pages.for_each_in_interval(|page, count, flags| {
-            let r = rank(page, count);
-            ranks.push(r);
-            first_hits += usize::from(*flags & IN_FIRST != 0);
+            n += 1;
+            counts.add(u64::from(count));
+            first_hits += u64::from(*flags & IN_FIRST != 0);
             if *flags & IN_FIRST_TOP != 0 {
-                first_top_ranks.push(r);
+                from_first_top.push((count, page));
             }
         });
-        let n = ranks.len();
         let k = n.div_ceil(5);
-        let threshold = kth_smallest(&mut ranks, k);
-        let share = |hits: usize, n: usize| if n == 0 { 0.0 } else { hits as f64 / n as f64 };
+        let top = Top::select(pages, &counts, k);
+        let share = |hits: u64, n: u64| if n == 0 { 0.0 } else { hits as f64 / n as f64 };
         let (overlap, overlap_top20) = if self.first_done {
-            let top_hits = first_top_ranks.iter().filter(|&&r| r <= threshold).count();
+            let top_hits = from_first_top
+                .iter()
+                .filter(|&&(c, p)| top.holds(c, p))
+                .count() as u64;
             (share(first_hits, n), share(top_hits, k))
         } else {
             // The first interval: remember its pages and its top 20% in their flags.
             pages.for_each_in_interval(|page, count, flags| {
                 *flags |= IN_FIRST;
-                if rank(page, count) <= threshold {
+                if top.holds(count, page) {
                     *flags |= IN_FIRST_TOP;
                 }
             });
@@ -132,7 +166,7 @@ impl WorkingSets {
         self.done.push(IntervalSummary {
             index: self.index,
             requests: self.requests,
-            pages: n as u64,
+            pages: n,
             overlap,
             overlap_top20,
         });
@@ -146,20 +180,58 @@ impl WorkingSets {
     }
 }
 
-/// A page's rank in its interval as one integer whose plain order is the rank order:
-/// more accesses first (the inverted count in the top 32 bits), ties to the lower device,
-/// then the lower page. Keys are distinct, so the order is total and "rank <= the k-th
-/// smallest rank" selects exactly the k pages a full sort would put first.
-fn rank(page: PageKey, count: u32) -> u128 {
-    u128::from(!count) << 96 | u128::from(page.device) << 64 | u128::from(page.page)
+/// An interval's top 20% (see the module doc): every page with more than `count`
+/// accesses, and of the pages with exactly `count`, those up to `last_tie` in (device,
+/// page) order (all of them when None).
+struct Top {
+    /// None when the interval has no pages.
+    count: Option<u32>,
+    last_tie: Option<PageKey>,
 }
 
-/// The k-th smallest of `ranks` (1-based; linear-time selection), or 0 when k == 0.
-fn kth_smallest(ranks: &mut [u128], k: usize) -> u128 {
-    if k == 0 {
-        return 0;
+impl Top {
+    /// The top `k` of the interval's pages, whose counts `counts` holds. The k-th largest
+    /// count comes from the histogram; only when the pages at that count are not all in
+    /// does a second pass gather them to pick the lowest (device, page) among them.
+    fn select(pages: &mut Pages, counts: &CountHistogram, k: u64) -> Top {
+        let mut above = 0;
+        for (count, n) in counts.descending() {
+            if above + n < k {
+                above += n;
+                continue;
+            }
+            let count = count as u32;
+            let wanted = k - above;
+            if wanted == n {
+                return Top {
+                    count: Some(count),
+                    last_tie: None,
+                };
+            }
+            let mut ties = Vec::with_capacity(n as usize);
+            pages.for_each_in_interval(|page, c, _| {
+                if c == count {
+                    ties.push(page);
+                }
+            });
+            let last_tie = *ties.select_nth_unstable(wanted as usize - 1).1;
+            return Top {
+                count: Some(count),
+                last_tie: Some(last_tie),
+            };
+        }
+        Top {
+            count: None,
+            last_tie: None,
+        }
     }
-    *ranks.select_nth_unstable(k - 1).1
+
+    fn holds(&self, count: u32, page: PageKey) -> bool {
+        match self.count {
+            Some(c) => count > c || (count == c && self.last_tie.is_none_or(|l| page <= l)),
+            None => false,
+        }
+    }
 }
 
 #[cfg(test)]
