@@ -48,8 +48,12 @@ pub struct Distribution {
     /// once bucketed is an index computation, not a hash lookup.
     buckets: Option<Vec<u64>>,
     n: u64,
-    sum: f64,
-    sum_sq: f64,
+    /// Exact sums of the values and of their squares, in integers: one add each per
+    /// value, where float sums cost a conversion and a slower add on every request (and
+    /// round). Squares that would overflow 128 bits move to `sum_sq_spill`.
+    sum: u128,
+    sum_sq: u128,
+    sum_sq_spill: f64,
     /// Counts of the last few distinct values, not yet in `exact` (count 0: a free
     /// slot): request sizes mostly repeat one of a few values, and counting them here
     /// saves a hash lookup per request. Replaced round-robin.
@@ -61,11 +65,18 @@ pub struct Distribution {
 const RECENT: usize = 4;
 
 impl Distribution {
+    #[inline]
     pub fn observe(&mut self, v: u64) {
         self.n += 1;
-        let f = v as f64;
-        self.sum += f;
-        self.sum_sq += f * f;
+        self.sum += u128::from(v);
+        let sq = u128::from(v) * u128::from(v);
+        match self.sum_sq.checked_add(sq) {
+            Some(s) => self.sum_sq = s,
+            None => {
+                self.sum_sq_spill += self.sum_sq as f64 + sq as f64;
+                self.sum_sq = 0;
+            }
+        }
         if let Some(b) = &mut self.buckets {
             b[bucket_index(v)] += 1;
             return;
@@ -131,7 +142,7 @@ impl Distribution {
     }
 
     pub fn mean(&self) -> Option<f64> {
-        (self.n > 0).then(|| self.sum / self.n as f64)
+        (self.n > 0).then(|| self.sum as f64 / self.n as f64)
     }
 
     /// Coefficient of variation: population standard deviation over the mean.
@@ -140,7 +151,8 @@ impl Distribution {
         if mean == 0.0 {
             return None;
         }
-        let var = (self.sum_sq / self.n as f64 - mean * mean).max(0.0);
+        let sum_sq = self.sum_sq as f64 + self.sum_sq_spill;
+        let var = (sum_sq / self.n as f64 - mean * mean).max(0.0);
         Some(var.sqrt() / mean)
     }
 
@@ -331,6 +343,25 @@ mod tests {
         assert!((s.mean.unwrap() - 5.5).abs() < 1e-12);
         assert!((s.cv.unwrap() - 8.25f64.sqrt() / 5.5).abs() < 1e-12);
         assert!(s.exact);
+    }
+
+    #[test]
+    fn sums_are_exact_and_huge_squares_spill() {
+        // 2^53 + 1 three times: a float sum rounds each addend to 2^53, the integer sum
+        // does not. u64::MAX twice and 0 twice: the squares overflow 128 bits; mean and
+        // standard deviation are both MAX/2, so cv = 1.
+        let mut d = Distribution::default();
+        for _ in 0..3 {
+            d.observe((1 << 53) + 1);
+        }
+        assert_eq!(d.sum, 3 * ((1u128 << 53) + 1));
+        let mut d = Distribution::default();
+        for v in [u64::MAX, 0, u64::MAX, 0] {
+            d.observe(v);
+        }
+        assert!(d.sum_sq_spill > 0.0);
+        assert_eq!(d.mean(), Some(u64::MAX as f64 / 2.0));
+        assert!((d.cv().unwrap() - 1.0).abs() < 1e-9);
     }
 
     #[test]
