@@ -463,6 +463,27 @@ impl Columns {
             Some(OpValue::Op(Op::Write)) => Op::Write,
             _ => Op::Read,
         };
+        if !pid_nulls && !cmd_nulls {
+            // The usual batch: no nulls to look up per row, and the columns walked in
+            // step (zipped, so no index is bounds-checked seven times a row).
+            let ops: Vec<Op> = (0..self.op.ops.len() as i32).map(op_of).collect();
+            let columns = ts.iter().zip(dev).zip(sector).zip(sectors);
+            let names = pid.iter().zip(cmd).zip(op);
+            out.extend(
+                columns
+                    .zip(names)
+                    .map(|((((&t, &d), &s), &n), ((&p, &c), &o))| Request {
+                        ts_ns: t,
+                        pid: Some(p),
+                        command: ids.get(c as usize).copied().unwrap_or(NO_COMMAND),
+                        device: d,
+                        sector: s,
+                        sectors: n,
+                        op: ops.get(o as usize).copied().unwrap_or(Op::Read),
+                    }),
+            );
+            return;
+        }
         out.extend((0..rows.len()).map(|j| {
             let i = rows.start + j;
             let command = match cmd_nulls && keys.is_null(i) {
