@@ -1,5 +1,5 @@
 //! The page-group table behind [`crate::pages::Pages`]: an open-addressing hash table
-//! whose slot is one cache line holding a group of four consecutive pages, key included.
+//! whose slot is one cache line holding a group of eight consecutive pages, key included.
 //!
 //! Written by hand rather than taken from a crate for two reasons that decide the
 //! analyzer's speed once the table outgrows the cache (a trace of a few million requests
@@ -15,17 +15,20 @@
 //! it faults in half the memory of doubling; the directory adds a dependent load to
 //! every lookup.)
 
-use crate::pages::PageStat;
-
 /// Pages per group (per slot).
-pub const GROUP_PAGES: u64 = 4;
+pub const GROUP_PAGES: u64 = 8;
 
-/// One page: its counts over the whole trace and, in `interval`, its count in the
-/// current interval with two flags in the top bits (see [`crate::pages`]).
+/// One page, in six bytes: 16-bit read and write counts, and in `interval` its count in
+/// the current interval (low 14 bits) with two flags in the top bits. Counts past what
+/// the fields hold go on in [`crate::pages`]' spill map: 16 bits cover all but the
+/// hottest pages of a trace, and halving a page's bytes halves the table a large trace
+/// keeps in memory, which is what the analysis waits on.
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Cell {
-    pub stat: PageStat,
-    pub interval: u32,
+    pub reads: u16,
+    pub writes: u16,
+    pub interval: u16,
 }
 
 /// One group of pages; 64 bytes, aligned to a cache line. A slot is empty while its
@@ -36,7 +39,8 @@ pub struct Slot {
     pub group: u64,
     pub device: u32,
     /// Stamp of the interval the interval counts belong to; older stamps mean "zero".
-    pub stamp: u32,
+    pub stamp: u16,
+    pad: u16,
     pub cells: [Cell; GROUP_PAGES as usize],
 }
 
@@ -186,6 +190,14 @@ impl GroupTable {
         self.slots.len() * std::mem::size_of::<Slot>()
     }
 
+    /// Gives every occupied slot the stamp `stamp` (which must not be 0).
+    pub fn restamp(&mut self, stamp: u16) {
+        debug_assert_ne!(stamp, 0);
+        for s in self.slots.iter_mut().filter(|s| s.stamp != 0) {
+            s.stamp = stamp;
+        }
+    }
+
     /// Every occupied slot with its id.
     pub fn occupied(&self) -> impl Iterator<Item = (SlotId, &Slot)> + '_ {
         self.slots
@@ -209,7 +221,7 @@ mod tests {
             let (i, grown) = t.find_or_insert(d, g, t.hash(d, g));
             grew += usize::from(grown);
             t.slot_mut(i).stamp = 1;
-            t.slot_mut(i).cells[0].interval = g as u32;
+            t.slot_mut(i).cells[0].interval = g as u16;
         }
         assert_eq!(t.len(), 1000);
         assert_eq!(t.occupied().count(), 1000);
@@ -219,7 +231,7 @@ mod tests {
             let (i, grown) = t.find_or_insert(d, g, t.hash(d, g));
             assert!(!grown);
             assert_eq!((t.slot(i).group, t.slot(i).device), (g, d));
-            assert_eq!(t.slot(i).cells[0].interval, g as u32);
+            assert_eq!(t.slot(i).cells[0].interval, g as u16);
         }
         assert_eq!(t.len(), 1000);
     }

@@ -268,3 +268,43 @@ fn bundled_real_trace_invariants_and_capture_notes() {
     assert_eq!(a.heat_map.counts.iter().sum::<u64>(), a.pages.page_accesses);
     assert!(a.heat_map.span_is_device_size);
 }
+
+/// A page read 70,000 times and written 3 times in one interval: past the 16 bits a page's
+/// counts hold in the table and the 14 bits of its interval count, so the totals come
+/// from the spill map (the unit tests shrink those limits; this runs the real ones).
+#[test]
+fn a_page_counted_past_sixteen_bits() {
+    let mut a = Analyzer::new(Config {
+        interval: Interval::Requests { n: 1_000_000 },
+        ..Config::default()
+    });
+    let req = |sector, op| reblock_trace::Request {
+        ts_ns: 0,
+        pid: None,
+        command: 0,
+        device: 0,
+        sector,
+        sectors: 8,
+        op,
+    };
+    for _ in 0..70_000 {
+        a.observe(&req(0, reblock_trace::Op::Read));
+    }
+    for _ in 0..3 {
+        a.observe(&req(0, reblock_trace::Op::Write));
+    }
+    // Five more pages read once each: the top 20% is ceil(6/5) = 2 pages, page 0 and
+    // (the tie at 1 access going to the lower page) page 1.
+    for p in 1..=5 {
+        a.observe(&req(p * 8, reblock_trace::Op::Read));
+    }
+    let a = a.finish();
+    assert_eq!(a.pages.max_page_accesses, 70_003);
+    assert_eq!(a.pages.page_accesses, 70_008);
+    assert_eq!(a.pages.rank_frequency.reads[0], (1, 70_000));
+    assert_eq!(a.pages.rank_frequency.writes, vec![(1, 3)]);
+    assert_eq!(a.top20_access_share, Some(70_004.0 / 70_008.0));
+    assert_eq!(a.intervals[0].pages, 6);
+    // Six pages span the map (no device size given): a page per cell.
+    assert_eq!(&a.heat_map.counts[..7], &[70_003, 1, 1, 1, 1, 1, 0]);
+}
