@@ -27,6 +27,7 @@ fn config() -> Config {
 fn bench(c: &mut Criterion) {
     let n = 1_000_000;
     let reqs = common::synthetic(n);
+    report_memory(&reqs);
     let mut g = c.benchmark_group("memory");
     g.throughput(Throughput::Elements(n as u64));
     g.sample_size(10);
@@ -74,6 +75,25 @@ fn bench(c: &mut Criterion) {
             real.display()
         ),
     }
+}
+
+/// Memory, which the issue bounds by the distinct pages (and, for exact partial
+/// determinism, the distinct transition pairs), not the requests.
+fn report_memory(reqs: &[Request]) {
+    let mut a = Analyzer::new(config());
+    for r in reqs {
+        a.observe(r);
+    }
+    let held = a.heap_bytes();
+    let out = a.finish();
+    let (pages, pairs) = (out.pages.unique_pages, out.determinism.distinct_pairs);
+    eprintln!(
+        "analyzer memory after {} requests: {:.1} MiB for {pages} distinct pages and {pairs} \
+         distinct pairs ({:.1} B per page + pair)",
+        reqs.len(),
+        held as f64 / (1 << 20) as f64,
+        held as f64 / (pages + pairs) as f64
+    );
 }
 
 fn write_text(reqs: &[Request], path: &Path) {

@@ -233,6 +233,17 @@ impl Determinism {
         }
     }
 
+    /// Heap bytes held: the pair counters (bounded by the distinct pairs), the streams,
+    /// and the pairs kept in a hash map.
+    pub fn heap_bytes(&self) -> usize {
+        self.narrow.counter.heap_bytes()
+            + self.wide.counter.heap_bytes()
+            + self.streams.capacity() * (std::mem::size_of::<(StreamKey, u32)>() + 1)
+            + self.last.capacity() * 16
+            + self.stream_device.capacity() * 4
+            + self.hashed.capacity() * (std::mem::size_of::<(PairKey, PairCount)>() + 1)
+    }
+
     pub fn summary(&mut self) -> DeterminismSummary {
         let non_sequential = self.transitions - self.sequential;
         let (mut repeated, mut distinct) = (0u64, 0u64);

@@ -128,6 +128,13 @@ impl Analyzer {
         self.counters.requests
     }
 
+    /// Heap bytes the analysis holds: bounded by the distinct pages and the distinct
+    /// transition pairs seen, whatever the number of requests (exact partial determinism
+    /// needs every pair seen once remembered, to know whether it comes again).
+    pub fn heap_bytes(&self) -> usize {
+        self.pages.heap_bytes() + self.determinism.heap_bytes()
+    }
+
     pub fn observe(&mut self, req: &Request) {
         self.counters.observe(req);
         self.sizes_bytes.observe(req.bytes());
@@ -282,6 +289,33 @@ mod tests {
                 })
                 .collect()
         })
+    }
+
+    /// A loop over the same 3,000 pages in the same order: ten times the requests hold
+    /// no more memory once every page and transition has been seen.
+    #[test]
+    fn memory_does_not_grow_with_requests() {
+        let held = |loops: u64| {
+            let mut a = Analyzer::with_min_batch(Config::default(), 4096);
+            for i in 0..loops * 1000 {
+                let page = i % 1000 * 3;
+                a.observe(&Request {
+                    ts_ns: i * 1000,
+                    pid: Some(7),
+                    command: 1,
+                    device: 0,
+                    sector: page * 8,
+                    sectors: 8,
+                    op: if i % 5 == 0 { Op::Write } else { Op::Read },
+                });
+            }
+            a.heap_bytes()
+        };
+        let (ten, hundred) = (held(10), held(100));
+        assert!(
+            hundred <= ten,
+            "{ten} B after 10 loops, {hundred} B after 100"
+        );
     }
 
     proptest! {
