@@ -290,6 +290,8 @@ pub(crate) struct ParquetRows {
     next: usize,
     /// Rows before the current batch: row numbers in errors count from 1.
     base_row: u64,
+    /// Whether the decoder failed (see [`guarded`]): then the trace ends there.
+    failed: bool,
     pub(crate) commands: Commands,
 }
 
@@ -322,23 +324,26 @@ impl ParquetRows {
         let bad = |e: ::parquet::errors::ParquetError| {
             other(path, format!("not a readable Parquet trace: {e}"))
         };
-        let mut meta = ArrowReaderMetadata::load(&input, ArrowReaderOptions::new()).map_err(bad)?;
-        if let Some(hint) = dictionary_hint(meta.schema()) {
-            let opts = ArrowReaderOptions::new().with_schema(hint);
-            if let Ok(hinted) = ArrowReaderMetadata::try_new(meta.metadata().clone(), opts) {
-                meta = hinted;
+        let batches = guarded(path, "the file's metadata", || {
+            let mut meta = ArrowReaderMetadata::load(&input, ArrowReaderOptions::new())?;
+            if let Some(hint) = dictionary_hint(meta.schema()) {
+                let opts = ArrowReaderOptions::new().with_schema(hint);
+                if let Ok(hinted) = ArrowReaderMetadata::try_new(meta.metadata().clone(), opts) {
+                    meta = hinted;
+                }
             }
-        }
-        let batches = ParquetRecordBatchReaderBuilder::new_with_metadata(input, meta)
-            .with_batch_size(BATCH_ROWS)
-            .build()
-            .map_err(bad)?;
+            ParquetRecordBatchReaderBuilder::new_with_metadata(input, meta)
+                .with_batch_size(BATCH_ROWS)
+                .build()
+        })?
+        .map_err(bad)?;
         Ok(ParquetRows {
             batches,
             cols: None,
             bad: Default::default(),
             next: 0,
             base_row: 0,
+            failed: false,
             commands: Commands::new(),
         })
     }
@@ -366,7 +371,16 @@ impl ParquetRows {
                 self.base_row += cols.len as u64;
                 self.cols = None;
             }
-            let Some(batch) = self.batches.next() else {
+            if self.failed {
+                return Ok(Refill::End);
+            }
+            let row = self.base_row + 1;
+            let next = guarded(path, &format!("the rows from row {row} on"), || {
+                self.batches.next()
+            });
+            // After a decoder panic its state is unknown: nothing more is read from it.
+            self.failed = next.is_err();
+            let Some(batch) = next? else {
                 return Ok(Refill::End);
             };
             let batch = batch.map_err(|e| other(path, format!("reading Parquet: {e}")))?;
@@ -376,6 +390,47 @@ impl ParquetRows {
             self.cols = Some(cols);
         }
     }
+}
+
+thread_local! {
+    /// Set while [`guarded`] runs a call into the Parquet decoder on this thread.
+    static IN_DECODER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f`, a call into the Parquet decoder on the file's bytes, turning a panic into an
+/// error naming `path` and `what` was being read.
+///
+/// Why: the parquet crate panics on some malformed pages where it should return an
+/// error (an out-of-bounds slice while decoding definition levels, found by this crate's
+/// fuzz target; the same class as apache/arrow-rs #9992 and #11121), and a corrupt trace
+/// must stop with a clear error, never abort the program. While `f` runs, a panic hook
+/// chained in front of the process's own stays quiet (the error says what happened);
+/// any other panic goes to the previous hook as before, so a fuzzer still aborts on
+/// panics in this crate's own code.
+fn guarded<T>(path: &Path, what: &str, f: impl FnOnce() -> T) -> Result<T, TraceError> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !IN_DECODER.with(|d| d.get()) {
+                previous(info);
+            }
+        }));
+    });
+    IN_DECODER.with(|d| d.set(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    IN_DECODER.with(|d| d.set(false));
+    result.map_err(|panic| {
+        let why = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no reason given".to_string());
+        other(
+            path,
+            format!("not a readable Parquet trace: the Parquet decoder failed on {what} ({why})"),
+        )
+    })
 }
 
 fn column<'a>(batch: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef, String> {

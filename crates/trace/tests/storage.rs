@@ -357,3 +357,22 @@ fn every_codec_round_trips_with_delta_encoded_times_and_sectors() {
         }
     }
 }
+
+/// Regression (found by the parquet fuzz target): a corrupt file on which the parquet
+/// crate itself panics, decoding definition levels, stops with an error naming the
+/// file instead of aborting; reading it again does the same.
+#[test]
+fn a_decoder_panic_is_an_error_naming_the_file() {
+    let path = data("decoder_panic.parquet");
+    for _ in 0..2 {
+        let err = TraceReader::open(&path, &ReadOptions::default())
+            .and_then(|r| r.read_all())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("decoder_panic.parquet")
+                && err.contains("not a readable Parquet trace: the Parquet decoder failed"),
+            "{err}"
+        );
+    }
+}
