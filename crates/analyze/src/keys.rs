@@ -109,28 +109,13 @@ impl<const N: usize> Layout<N> {
 /// device number can be any `u32`; a trace has one or a few).
 #[derive(Clone, Debug, Default)]
 pub struct Devices {
-    numbers: Vec<u32>,
     index: FxHashMap<u32, u32>,
-    /// The last device looked up and its index: consecutive requests nearly always
-    /// address the same device.
-    recent: Option<(u32, u32)>,
 }
 
 impl Devices {
-    #[inline]
     pub fn index(&mut self, device: u32) -> u32 {
-        match self.recent {
-            Some((d, i)) if d == device => i,
-            _ => {
-                let next = self.numbers.len() as u32;
-                let i = *self.index.entry(device).or_insert(next);
-                if i == next {
-                    self.numbers.push(device);
-                }
-                self.recent = Some((device, i));
-                i
-            }
-        }
+        let next = self.index.len() as u32;
+        *self.index.entry(device).or_insert(next)
     }
 }
 
@@ -161,6 +146,5 @@ mod tests {
     fn devices_in_order_of_appearance() {
         let mut d = Devices::default();
         assert_eq!([9, 9, 3, 9, 7, 3].map(|x| d.index(x)), [0, 0, 1, 0, 2, 1]);
-        assert_eq!(d.numbers, vec![9, 3, 7]);
     }
 }

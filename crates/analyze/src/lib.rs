@@ -291,7 +291,7 @@ mod tests {
         })
     }
 
-    /// A loop over the same 3,000 pages in the same order: ten times the requests hold
+    /// A loop over the same 1,000 pages in the same order: ten times the requests hold
     /// no more memory once every page and transition has been seen.
     #[test]
     fn memory_does_not_grow_with_requests() {

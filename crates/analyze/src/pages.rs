@@ -83,11 +83,11 @@ impl PageSize {
     }
 }
 
-/// The pages `req` touches, as a half-open range of page numbers.
+/// The pages `req` touches, as a half-open range of page numbers (the definition;
+/// [`PageSize::range`] computes it faster).
 pub fn page_range(req: &Request, page_bytes: u64) -> std::ops::Range<u64> {
     let sectors_per_page = page_bytes / SECTOR_BYTES;
     if sectors_per_page > 0 && page_bytes.is_multiple_of(SECTOR_BYTES) {
-        // Shift-free division by a constant is what the hot loop does most.
         let first = req.sector / sectors_per_page;
         let last = (req.end_sector() - 1) / sectors_per_page;
         return first..last + 1;
@@ -466,6 +466,7 @@ impl Pages {
         (self.table.len(), self.table.capacity())
     }
 }
+
 /// Sorts distinct slot ids below `universe`. Where they are dense (at least one in 64 of
 /// the table's slots, as in any long interval), by setting their bits in a bitmap and
 /// reading it back in order: a bit set per id and a word read per 64 slots, against

@@ -91,18 +91,6 @@ impl<K: Key> Counter<K> {
         debug_assert!(self.keys.windows(2).all(|w| w[0] < w[1]));
     }
 
-    /// Empties the counter, keeping its buffers.
-    pub fn clear(&mut self) {
-        self.keys.clear();
-        self.counts.clear();
-        self.pending.clear();
-        self.threshold = self.min_batch;
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty() && self.pending.is_empty()
-    }
-
     /// Heap bytes held (all buffers' capacities).
     pub fn heap_bytes(&self) -> usize {
         let k = std::mem::size_of::<K>();
