@@ -15,37 +15,11 @@ pub fn radix_sort<K: Key, V: Copy>(v: &mut Vec<(K, V)>, scratch: &mut Vec<(K, V)
         return;
     }
     let first = v[0].0;
-    let mut differ = first.xor(first);
-    for e in v.iter() {
-        differ = differ.or(e.0.xor(first));
-    }
+    let differ = v.iter().fold(first.xor(first), |d, e| d.or(e.0.xor(first)));
+    let bytes: Vec<usize> = (0..K::BYTES).filter(|&d| differ.digit(d) != 0).collect();
     scratch.clear();
     scratch.extend_from_slice(v);
-    let (mut src, mut dst) = (&mut *v, &mut *scratch);
-    let mut in_scratch = false;
-    for d in 0..K::BYTES {
-        if differ.digit(d) == 0 {
-            continue;
-        }
-        let mut offsets = [0usize; 256];
-        for e in src.iter() {
-            offsets[usize::from(e.0.digit(d))] += 1;
-        }
-        let mut sum = 0;
-        for c in offsets.iter_mut() {
-            let n = *c;
-            *c = sum;
-            sum += n;
-        }
-        for e in src.iter() {
-            let b = usize::from(e.0.digit(d));
-            dst[offsets[b]] = *e;
-            offsets[b] += 1;
-        }
-        std::mem::swap(&mut src, &mut dst);
-        in_scratch = !in_scratch;
-    }
-    if in_scratch {
+    if lsd(v, scratch, &bytes, |e| e.0) {
         // The sorted run ended in the scratch buffer: hand the buffers over, no copy.
         std::mem::swap(v, scratch);
     }
@@ -83,9 +57,8 @@ pub fn sort_keys<K: Key>(v: &mut Vec<K>, scratch: &mut Vec<K>) {
         scratch.resize(n, K::default());
     }
     let bytes: Vec<usize> = (0..K::BYTES).filter(|&d| diff.digit(d) != 0).collect();
-    // (The LSD histograms count in u32.)
-    let in_scratch = if bytes.len() <= 3 && n <= u32::MAX as usize {
-        lsd_keys(v, &mut scratch[..n], &bytes)
+    let in_scratch = if bytes.len() <= 3 {
+        lsd(v, &mut scratch[..n], &bytes, |&k| k)
     } else {
         msd_keys(v, &mut scratch[..n], diff);
         true
@@ -103,17 +76,16 @@ fn differing_bits<K: Key>(v: &[K]) -> K {
     v.iter().fold(first.xor(first), |d, &k| d.or(k.xor(first)))
 }
 
-/// LSD radix sort on the given bytes (at most three), all histograms counted in one
-/// pass. Whether the result ended in `s` (otherwise in `v`).
-fn lsd_keys<K: Key>(v: &mut [K], s: &mut [K], bytes: &[usize]) -> bool {
-    debug_assert!(bytes.len() <= 3);
-    // Unused digits count byte 0 again: a fixed shape the compiler unrolls.
-    let d = [0, 1, 2].map(|i| bytes.get(i).copied().unwrap_or(0));
-    let mut hist = [[0u32; 256]; 3];
-    for &k in v.iter() {
-        hist[0][usize::from(k.digit(d[0]))] += 1;
-        hist[1][usize::from(k.digit(d[1]))] += 1;
-        hist[2][usize::from(k.digit(d[2]))] += 1;
+/// LSD radix sort of `v` by the given bytes of each entry's key, stable, all histograms
+/// counted in one pass; `s` is scratch of the same length. Whether the result ended in
+/// `s` (otherwise in `v`).
+fn lsd<T: Copy, K: Key>(v: &mut [T], s: &mut [T], bytes: &[usize], key: impl Fn(&T) -> K) -> bool {
+    let mut hist = vec![[0usize; 256]; bytes.len()];
+    for e in v.iter() {
+        let k = key(e);
+        for (h, &d) in hist.iter_mut().zip(bytes) {
+            h[usize::from(k.digit(d))] += 1;
+        }
     }
     let (mut src, mut dst) = (v, s);
     for (h, &d) in hist.iter_mut().zip(bytes) {
@@ -121,9 +93,9 @@ fn lsd_keys<K: Key>(v: &mut [K], s: &mut [K], bytes: &[usize]) -> bool {
         for c in h.iter_mut() {
             (*c, sum) = (sum, sum + *c);
         }
-        for &k in src.iter() {
-            let b = usize::from(k.digit(d));
-            dst[h[b] as usize] = k;
+        for e in src.iter() {
+            let b = usize::from(key(e).digit(d));
+            dst[h[b]] = *e;
             h[b] += 1;
         }
         std::mem::swap(&mut src, &mut dst);
