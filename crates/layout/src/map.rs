@@ -106,20 +106,14 @@ impl Chunk {
         Chunk { words }
     }
 
-    /// Entry `i`: the two words it may span are read whatever its offset (the spare word
-    /// keeps the second in bounds), so there is no branch; the double shift keeps the
-    /// shift count under 64 when the entry starts a word.
     #[inline]
     fn page(&self, i: usize, bits: u32) -> u64 {
-        let bit = i * bits as usize;
-        let (w, o) = (PAGES_AT + bit / 64, (bit % 64) as u32);
-        let v = (self.words[w] >> o) | ((self.words[w + 1] << 1) << (63 - o));
-        v & mask(bits)
+        get_bits(&self.words, PAGES_AT, i, bits)
     }
 
     #[inline]
     fn set_page(&mut self, i: usize, bits: u32, value: u64) {
-        set_bits(&mut self.words[PAGES_AT..], i, bits, value)
+        set_bits(&mut self.words, PAGES_AT, i, bits, value)
     }
 
     #[inline]
@@ -475,23 +469,23 @@ struct Bits {
     width: u32,
 }
 
-/// Field `i` of `width` bits in `words` (fields packed end to end).
+/// Field `i` of `width` bits in `words`, fields packed end to end from word `base`. The
+/// two words a field may span are read whatever its offset (a spare word at the end keeps
+/// the second in bounds), so there is no branch; the double shift keeps the shift count
+/// under 64 when the field starts a word.
 #[inline]
-fn get_bits(words: &[u64], i: usize, width: u32) -> u64 {
+fn get_bits(words: &[u64], base: usize, i: usize, width: u32) -> u64 {
     let bit = i * width as usize;
-    let (w, o) = (bit / 64, (bit % 64) as u32);
-    let mut v = words[w] >> o;
-    if o + width > 64 {
-        v |= words[w + 1] << (64 - o);
-    }
+    let (w, o) = (base + bit / 64, (bit % 64) as u32);
+    let v = (words[w] >> o) | ((words[w + 1] << 1) << (63 - o));
     v & mask(width)
 }
 
-/// Sets field `i` of `width` bits in `words` to `value`.
+/// Sets field `i` of `width` bits in `words` (packed from word `base`) to `value`.
 #[inline]
-fn set_bits(words: &mut [u64], i: usize, width: u32, value: u64) {
+fn set_bits(words: &mut [u64], base: usize, i: usize, width: u32, value: u64) {
     let bit = i * width as usize;
-    let (w, o) = (bit / 64, (bit % 64) as u32);
+    let (w, o) = (base + bit / 64, (bit % 64) as u32);
     let m = mask(width);
     words[w] = (words[w] & !(m << o)) | (value << o);
     if o + width > 64 {
@@ -511,12 +505,12 @@ impl Bits {
 
     #[inline]
     fn get(&self, i: usize) -> u64 {
-        get_bits(&self.words, i, self.width)
+        get_bits(&self.words, 0, i, self.width)
     }
 
     #[inline]
     fn set(&mut self, i: usize, value: u64) {
-        set_bits(&mut self.words, i, self.width, value)
+        set_bits(&mut self.words, 0, i, self.width, value)
     }
 
     fn heap_bytes(&self) -> usize {
