@@ -65,4 +65,47 @@ pub enum TraceError {
     Empty { path: PathBuf },
     #[error("{path}: {why}")]
     Other { path: PathBuf, why: String },
+    /// A request earlier than the reorder window allows (see `TimeOrder`).
+    #[error("{0}")]
+    Late(Box<LateRequest>),
+}
+
+/// A request whose timestamp is further behind one already read than the reorder window
+/// allows: time order cannot be restored by holding requests back, so it is an error
+/// (`--sort` sorts the whole trace instead).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LateRequest {
+    pub path: PathBuf,
+    /// Its line in the file (text formats); `None` for Parquet, where `request` says which.
+    pub line: Option<u64>,
+    /// Its number among the requests read, from 1.
+    pub request: u64,
+    pub ts_ns: u64,
+    /// The latest timestamp read before it.
+    pub latest_ns: u64,
+    pub window_ns: u64,
+}
+
+/// Nanoseconds as seconds, exactly (`1.500000000 s`).
+fn seconds(ns: u64) -> String {
+    format!("{}.{:09} s", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+impl fmt::Display for LateRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: ", self.path.display())?,
+            None => write!(f, "{}: request {}: ", self.path.display(), self.request)?,
+        }
+        write!(
+            f,
+            "field timestamp: {} is {} before a request already read (at {}), more than the \
+             {} reorder window; pass --sort to sort the whole trace, or a wider \
+             --reorder-window",
+            seconds(self.ts_ns),
+            seconds(self.latest_ns - self.ts_ns),
+            seconds(self.latest_ns),
+            seconds(self.window_ns)
+        )
+    }
 }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{BadLine, FieldError, TraceError};
 use crate::format::{self, LineFormat, ParseState, Parsed};
+use crate::order::{OrderStats, Reorder, TimeOrder};
 use crate::parquet::ParquetRows;
 use crate::request::{Commands, Request};
 
@@ -93,8 +94,9 @@ struct LineBackend {
     /// search for the newline) by [`format::native::parse_line`].
     native: bool,
     state: ParseState,
-    /// Lines read while sniffing, replayed before the rest of the input.
-    pending: VecDeque<(u64, String)>,
+    /// Lines read while sniffing (without their newline), replayed before the rest of
+    /// the input.
+    pending: VecDeque<(u64, Vec<u8>)>,
     /// A bad line met after requests that are still in the ring: reported next.
     deferred: Option<(u64, FieldError)>,
     /// A line that straddles the input's buffer, gathered here.
@@ -106,10 +108,14 @@ struct LineBackend {
 pub(crate) const RING: usize = 512;
 
 /// Requests decoded ahead by the backend, handed out by [`TraceReader::next_request`]
-/// without calling into the backend: `reqs[pos..end]` are good requests, in file order.
+/// without calling into the backend: `reqs[pos..end]` are good requests, in time order
+/// once [`Reorder`] has seen them.
 #[derive(Default)]
 pub(crate) struct Ring {
     pub(crate) reqs: Vec<Request>,
+    /// The line of each request of a fresh batch, for messages, when the backend knows
+    /// it (text formats); left empty otherwise (Parquet).
+    pub(crate) lines: Vec<u64>,
     pub(crate) pos: usize,
     pub(crate) end: usize,
 }
@@ -122,9 +128,11 @@ impl Ring {
         Refill::Ready
     }
 
-    fn one(&mut self, r: Request) -> Refill {
+    fn one(&mut self, r: Request, line: u64) -> Refill {
         self.reqs.clear();
         self.reqs.push(r);
+        self.lines.clear();
+        self.lines.push(line);
         self.ready()
     }
 }
@@ -147,6 +155,7 @@ pub struct TraceReader {
     skip_bad: usize,
     bad: Vec<BadLine>,
     requests: u64,
+    reorder: Reorder,
 }
 
 /// What `--format` asked for: a line format, Parquet, or sniffing.
@@ -240,13 +249,20 @@ impl TraceReader {
             Wanted::Line(f) => f,
             _ => {
                 while pending.len() < SNIFF_LINES {
-                    let Some(line) = read_line(&mut input, &mut buf, &path, line_no + 1)? else {
+                    let Some(line) = read_line(&mut input, &mut buf, &path)? else {
                         break;
                     };
                     line_no += 1;
                     pending.push_back((line_no, line));
                 }
-                sniff(&path, &pending, format::formats())?
+                // Sniffed as text with any bad bytes replaced: such a line does not hide
+                // the format, and is then reported naming its field.
+                let text: Vec<String> = pending
+                    .iter()
+                    .map(|(_, l)| String::from_utf8_lossy(l).into_owned())
+                    .collect();
+                let lines: Vec<&str> = text.iter().map(String::as_str).collect();
+                sniff(&path, &lines, format::formats())?
             }
         };
         let backend = Backend::Lines(Box::new(LineBackend {
@@ -270,7 +286,24 @@ impl TraceReader {
             skip_bad: opts.skip_bad,
             bad: Vec::new(),
             requests: 0,
+            reorder: Reorder::new(TimeOrder::default()),
         }
+    }
+
+    /// Chooses how time order is restored (before the first request is read; the
+    /// default is [`TimeOrder::default`], a 10 ms reorder window).
+    pub fn set_time_order(&mut self, order: TimeOrder) {
+        assert_eq!(self.requests, 0, "the time order is chosen before reading");
+        self.reorder = Reorder::new(order);
+    }
+
+    pub fn time_order(&self) -> TimeOrder {
+        self.reorder.order()
+    }
+
+    /// What restoring time order has done so far (complete once the trace is read).
+    pub fn order_stats(&self) -> OrderStats {
+        self.reorder.stats()
     }
 
     pub fn path(&self) -> &Path {
@@ -324,19 +357,25 @@ impl TraceReader {
         }
     }
 
-    /// The ring is used up: has the backend decode more, and deals with bad lines.
-    /// Whether there are requests again (false at the end of the trace).
+    /// The ring is used up: has the backend decode more, puts it in time order, and
+    /// deals with bad lines. Whether there are requests again (false at the end).
     #[inline(never)]
     fn refill(&mut self) -> Result<bool, TraceError> {
         loop {
+            self.ring.lines.clear();
             let refill = match &mut self.backend {
                 Backend::Lines(b) => b.refill(&mut self.ring, &self.path)?,
                 Backend::Parquet(p) => p.refill(&mut self.ring, &self.path)?,
             };
             match refill {
-                Refill::Ready => return Ok(true),
+                Refill::Ready => {
+                    self.reorder.batch(&mut self.ring, &self.path)?;
+                    if self.ring.pos < self.ring.end {
+                        return Ok(true);
+                    }
+                }
                 Refill::Bad(line_no, error) => self.tolerate(line_no, error)?,
-                Refill::End => return Ok(false),
+                Refill::End => return Ok(self.reorder.end(&mut self.ring)),
             }
         }
     }
@@ -405,13 +444,14 @@ impl LineBackend {
         }
         loop {
             if let Some((no, line)) = self.pending.pop_front() {
-                match self.format.parse(&line, &mut self.state) {
-                    Ok(Parsed::Request(r)) => return Ok(ring.one(r)),
+                match self.format.parse_bytes(&line, &mut self.state) {
+                    Ok(Parsed::Request(r)) => return Ok(ring.one(r, no)),
                     Ok(Parsed::Skip) => continue,
                     Err(e) => return Ok(Refill::Bad(no, e)),
                 }
             }
             ring.reqs.clear();
+            ring.lines.clear();
             let buf = self.input.fill_buf().map_err(io)?;
             if buf.is_empty() {
                 return Ok(Refill::End);
@@ -423,6 +463,7 @@ impl LineBackend {
                     if let Some((r, next)) = format::native::parse_line(buf, at, &mut self.state) {
                         ring.reqs.push(r);
                         self.line_no += 1;
+                        ring.lines.push(self.line_no);
                         at = next;
                         continue;
                     }
@@ -434,7 +475,10 @@ impl LineBackend {
                 at += len + 1;
                 self.line_no += 1;
                 match self.format.parse_bytes(line, &mut self.state) {
-                    Ok(Parsed::Request(r)) => ring.reqs.push(r),
+                    Ok(Parsed::Request(r)) => {
+                        ring.reqs.push(r);
+                        ring.lines.push(self.line_no);
+                    }
                     Ok(Parsed::Skip) => {}
                     Err(e) => {
                         bad = Some((self.line_no, e));
@@ -466,7 +510,7 @@ impl LineBackend {
                 .format
                 .parse_bytes(without_newline(&self.buf), &mut self.state)
             {
-                Ok(Parsed::Request(r)) => return Ok(ring.one(r)),
+                Ok(Parsed::Request(r)) => return Ok(ring.one(r, self.line_no)),
                 Ok(Parsed::Skip) => {}
                 Err(e) => return Ok(Refill::Bad(self.line_no, e)),
             }
@@ -474,13 +518,13 @@ impl LineBackend {
     }
 }
 
-/// Reads one line without its newline; invalid UTF-8 is an error naming the line.
+/// Reads one line without its newline. Bytes that are not UTF-8 are kept: the format's
+/// `parse_bytes` names the field holding them when the line is parsed.
 fn read_line(
     input: &mut dyn BufRead,
     buf: &mut Vec<u8>,
     path: &Path,
-    line_no: u64,
-) -> Result<Option<String>, TraceError> {
+) -> Result<Option<Vec<u8>>, TraceError> {
     buf.clear();
     let n = input
         .read_until(b'\n', buf)
@@ -488,26 +532,18 @@ fn read_line(
             path: path.to_path_buf(),
             source,
         })?;
-    if n == 0 {
-        return Ok(None);
-    }
-    let s = std::str::from_utf8(buf).map_err(|_| TraceError::BadLine {
-        path: path.to_path_buf(),
-        line: line_no,
-        error: FieldError::new("line", "not valid UTF-8"),
-    })?;
-    Ok(Some(s.trim_end_matches(['\n', '\r']).to_string()))
+    Ok((n > 0).then(|| without_newline(buf).to_vec()))
 }
 
 /// The one format that claims the first lines; `auto` never guesses between two.
 fn sniff(
     path: &Path,
-    lines: &VecDeque<(u64, String)>,
+    lines: &[&str],
     candidates: &[&'static dyn LineFormat],
 ) -> Result<&'static dyn LineFormat, TraceError> {
     let sample: Vec<&str> = lines
         .iter()
-        .map(|(_, l)| l.as_str())
+        .copied()
         .filter(|l| !l.trim().is_empty())
         .collect();
     if sample.is_empty() {
@@ -579,8 +615,8 @@ mod tests {
     use super::*;
     use crate::format::{Ascii, MsrWindows, Native};
 
-    fn sample(lines: &[&str]) -> VecDeque<(u64, String)> {
-        (1..).zip(lines.iter().map(|l| l.to_string())).collect()
+    fn sample<'a>(lines: &[&'a str]) -> Vec<&'a str> {
+        lines.to_vec()
     }
 
     /// A format that claims everything, to make two formats claim one file.
@@ -652,16 +688,14 @@ mod tests {
             lines.pop();
         }
         for (no, line) in (1..).zip(lines) {
-            let parsed = match std::str::from_utf8(without_newline(line)) {
-                Ok(s) => Native.parse(s, &mut st),
-                Err(_) => Err(FieldError::new("line", "not valid UTF-8")),
-            };
+            let parsed = Native.parse_bytes(without_newline(line), &mut st);
             match parsed {
                 Ok(Parsed::Request(r)) => reqs.push((r, st.commands.name(r.command).to_string())),
                 Ok(Parsed::Skip) => {}
                 Err(e) => bad.push((no, e)),
             }
         }
+        reqs.sort_by_key(|(r, _)| r.ts_ns);
         (reqs, bad)
     }
 
@@ -673,6 +707,8 @@ mod tests {
             skip_bad: usize::MAX,
         };
         let mut r = TraceReader::from_reader(Box::new(input), "t", &opts).unwrap();
+        // Order is not the subject here: an unbounded window sorts, as `reference` does.
+        r.set_time_order(TimeOrder::Window { ns: u64::MAX });
         let mut reqs = Vec::new();
         while let Some(q) = r.next_request().unwrap() {
             reqs.push((q, r.commands().name(q.command).to_string()));

@@ -59,7 +59,8 @@ pub fn run(args: Args) -> Result<()> {
         burst_window_ns: args.burst_window,
     };
     let mut reader = args.input.open()?;
-    let analysis = analyze(&mut reader, config, spinner())?;
+    let mut analysis = analyze(&mut reader, config, spinner())?;
+    analysis.record_time_order(reader.time_order(), reader.order_stats());
     report_bad_lines(&reader);
     if analysis.requests == 0 {
         bail!(

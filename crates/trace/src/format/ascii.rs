@@ -46,14 +46,18 @@ impl LineFormat for Ascii {
         let sectors = field::sectors("sectors", f.next())?;
         let op = read_flag(f.next())?;
         field::end(f)?;
-        Ok(Parsed::Request(Request {
-            ts_ns,
-            pid: None,
-            command: NO_COMMAND,
-            device,
-            sector,
-            sectors,
-            op,
-        }))
+        field::request(
+            Request {
+                ts_ns,
+                pid: None,
+                command: NO_COMMAND,
+                device,
+                sector,
+                sectors,
+                op,
+            },
+            "lba",
+            "sectors",
+        )
     }
 }

@@ -68,6 +68,10 @@ impl LineFormat for Blkparse {
 
     /// Every line must parse and at least one must be an event: a window of messages and
     /// merges with no Q in it is still plainly blkparse.
+    fn text_field(&self) -> Option<&'static str> {
+        Some("command")
+    }
+
     fn sniff(&self, lines: &[&str]) -> bool {
         let mut state = ParseState::default();
         let mut events = 0;
@@ -126,15 +130,19 @@ impl LineFormat for Blkparse {
             return Ok(Parsed::Skip); // a flush carrying no data
         }
         let command = command(t, f.next())?;
-        Ok(Parsed::Request(Request {
-            ts_ns,
-            pid: Some(pid),
-            command: state.intern(command),
-            device,
-            sector,
-            sectors,
-            op,
-        }))
+        field::request(
+            Request {
+                ts_ns,
+                pid: Some(pid),
+                command: state.intern(command),
+                device,
+                sector,
+                sectors,
+                op,
+            },
+            "sector",
+            "sectors",
+        )
     }
 }
 

@@ -56,14 +56,18 @@ impl LineFormat for Blkreplay {
         field::decimal_ns("replay_delay", f.next(), 9)?;
         field::decimal_ns("replay_duration", f.next(), 9)?;
         field::end(f)?;
-        Ok(Parsed::Request(Request {
-            ts_ns,
-            pid: None,
-            command: NO_COMMAND,
-            device: 0,
-            sector,
-            sectors,
-            op,
-        }))
+        field::request(
+            Request {
+                ts_ns,
+                pid: None,
+                command: NO_COMMAND,
+                device: 0,
+                sector,
+                sectors,
+                op,
+            },
+            "sector",
+            "length",
+        )
     }
 }

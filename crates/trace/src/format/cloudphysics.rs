@@ -64,14 +64,18 @@ impl LineFormat for CloudPhysics {
             return Ok(Parsed::Skip);
         };
         let sectors = field::bytes_as_sectors("size", size)?;
-        Ok(Parsed::Request(Request {
-            ts_ns,
-            pid: None,
-            command: NO_COMMAND,
-            device: 0,
-            sector,
-            sectors,
-            op,
-        }))
+        field::request(
+            Request {
+                ts_ns,
+                pid: None,
+                command: NO_COMMAND,
+                device: 0,
+                sector,
+                sectors,
+                op,
+            },
+            "lbn",
+            "size",
+        )
     }
 }

@@ -21,6 +21,10 @@ impl LineFormat for Fiu {
         "FIU (SNIA IOTTA): ts_ns pid process lba size R|W major minor md5"
     }
 
+    fn text_field(&self) -> Option<&'static str> {
+        Some("process")
+    }
+
     fn sniff(&self, lines: &[&str]) -> bool {
         sniff_by_parsing(self, lines)
     }
@@ -46,14 +50,18 @@ impl LineFormat for Fiu {
             ));
         }
         field::end(f)?;
-        Ok(Parsed::Request(Request {
-            ts_ns,
-            pid: Some(pid),
-            command: state.intern(command),
-            device: field::linux_device(major, minor)?,
-            sector,
-            sectors,
-            op,
-        }))
+        field::request(
+            Request {
+                ts_ns,
+                pid: Some(pid),
+                command: state.intern(command),
+                device: field::linux_device(major, minor)?,
+                sector,
+                sectors,
+                op,
+            },
+            "lba",
+            "size",
+        )
     }
 }

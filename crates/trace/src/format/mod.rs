@@ -101,6 +101,17 @@ impl ParseState {
         self.recent.get(name)
     }
 
+    /// A state that reads the next line as this one would, with nothing interned: for
+    /// parsing a line again only to explain what is wrong with it.
+    fn scratch(&self) -> ParseState {
+        ParseState {
+            in_body: self.in_body,
+            queue_seen: self.queue_seen,
+            trailer: self.trailer,
+            ..ParseState::default()
+        }
+    }
+
     /// The id of `name`, interning it when new (see `recent`).
     pub fn intern(&mut self, name: &str) -> CommandId {
         if let Some(id) = self.recent.get(name.as_bytes()) {
@@ -129,8 +140,31 @@ pub trait LineFormat: Send + Sync {
     fn parse_bytes(&self, line: &[u8], state: &mut ParseState) -> Result<Parsed, FieldError> {
         match std::str::from_utf8(line) {
             Ok(s) => self.parse(s, state),
-            Err(_) => Err(FieldError::new("line", "not valid UTF-8")),
+            Err(_) => Err(not_utf8(self, line, state)),
         }
+    }
+    /// The free-text field of a line (a process or host name), where bytes that are not
+    /// UTF-8 can hide without breaking any other field; `None` when the format has none.
+    fn text_field(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+/// The error for a line that is not valid UTF-8, naming the field that holds the bad
+/// bytes: the line is parsed once more with them replaced by U+FFFD (in a scratch state,
+/// so that nothing is interned). A field that then fails on them is the one named; a line
+/// that still parses holds them in its free-text field ([`LineFormat::text_field`]).
+pub fn not_utf8<F: LineFormat + ?Sized>(format: &F, line: &[u8], state: &ParseState) -> FieldError {
+    let at = line.utf8_chunks().next().map_or(0, |c| c.valid().len()) + 1;
+    let why = format!("not valid UTF-8 (byte {at} of the line)");
+    let lossy = String::from_utf8_lossy(line);
+    match format.parse(&lossy, &mut state.scratch()) {
+        // The field holding the bad bytes fails with them in its message; a field that
+        // fails on its own is the line's first error, reported as it is.
+        Err(e) if e.why.contains(char::REPLACEMENT_CHARACTER) => FieldError::new(e.field, why),
+        Err(e) => e,
+        Ok(Parsed::Request(_)) => FieldError::new(format.text_field().unwrap_or("line"), why),
+        Ok(Parsed::Skip) => FieldError::new("line", why),
     }
 }
 
@@ -172,7 +206,8 @@ pub fn by_name(name: &str) -> Option<&'static dyn LineFormat> {
 
 /// Helpers shared by the format files, so that every format reports errors alike.
 pub mod field {
-    use super::FieldError;
+    use super::{FieldError, Parsed};
+    use crate::request::Request;
 
     pub fn u64(field: &'static str, s: Option<&str>) -> Result<u64, FieldError> {
         let s = s.ok_or_else(|| FieldError::new(field, "missing"))?;
@@ -259,6 +294,19 @@ pub mod field {
             ));
         }
         Ok(major << 20 | minor)
+    }
+
+    /// The request a line describes, its address and size checked ([`Request::check`]):
+    /// an end past the addressable sectors is an error naming the line's own fields.
+    pub fn request(
+        r: Request,
+        sector_field: &'static str,
+        size_field: &'static str,
+    ) -> Result<Parsed, FieldError> {
+        match r.check() {
+            Ok(()) => Ok(Parsed::Request(r)),
+            Err(e) => Err(e.field_error(sector_field, size_field)),
+        }
     }
 
     pub fn present<'a>(field: &'static str, s: Option<&'a str>) -> Result<&'a str, FieldError> {

@@ -37,6 +37,10 @@ impl LineFormat for Msr {
         "MSR Cambridge CSV: FILETIME,host,disk,Read|Write,offset_bytes,size_bytes,response_ticks"
     }
 
+    fn text_field(&self) -> Option<&'static str> {
+        Some("hostname")
+    }
+
     fn sniff(&self, lines: &[&str]) -> bool {
         sniff_by_parsing(self, lines)
     }
@@ -71,14 +75,18 @@ impl LineFormat for Msr {
         let sectors = field::bytes_as_sectors("size", f.next())?;
         field::u64("response_time", f.next())?;
         field::end(f)?;
-        Ok(Parsed::Request(Request {
-            ts_ns,
-            pid: None,
-            command: state.intern(host),
-            device,
-            sector,
-            sectors,
-            op,
-        }))
+        field::request(
+            Request {
+                ts_ns,
+                pid: None,
+                command: state.intern(host),
+                device,
+                sector,
+                sectors,
+                op,
+            },
+            "offset",
+            "size",
+        )
     }
 }

@@ -44,15 +44,19 @@ impl LineFormat for MsrWindows {
         let sectors = field::bytes_as_sectors("size", f.next())?;
         let op = read_flag(f.next())?;
         field::end(f)?;
-        Ok(Parsed::Request(Request {
-            ts_ns,
-            pid: None,
-            command: NO_COMMAND,
-            device,
-            sector,
-            sectors,
-            op,
-        }))
+        field::request(
+            Request {
+                ts_ns,
+                pid: None,
+                command: NO_COMMAND,
+                device,
+                sector,
+                sectors,
+                op,
+            },
+            "offset",
+            "size",
+        )
     }
 }
 

@@ -6,7 +6,7 @@
 
 use super::{field, LineFormat, ParseState, Parsed};
 use crate::error::FieldError;
-use crate::request::{Op, Request};
+use crate::request::{Op, Request, MAX_END_SECTOR};
 
 pub struct Native;
 
@@ -39,8 +39,12 @@ impl LineFormat for Native {
         }
         match std::str::from_utf8(line) {
             Ok(s) => self.parse(s, state),
-            Err(_) => Err(FieldError::new("line", "not valid UTF-8")),
+            Err(_) => Err(super::not_utf8(self, line, state)),
         }
+    }
+
+    fn text_field(&self) -> Option<&'static str> {
+        Some("command")
     }
 
     fn parse(&self, line: &str, state: &mut ParseState) -> Result<Parsed, FieldError> {
@@ -61,15 +65,19 @@ impl LineFormat for Native {
         } else {
             state.intern(command)
         };
-        Ok(Parsed::Request(Request {
-            ts_ns,
-            pid: Some(pid),
-            command,
-            device: 0,
-            sector,
-            sectors,
-            op,
-        }))
+        field::request(
+            Request {
+                ts_ns,
+                pid: Some(pid),
+                command,
+                device: 0,
+                sector,
+                sectors,
+                op,
+            },
+            "sector",
+            "sectors",
+        )
     }
 }
 
@@ -179,7 +187,7 @@ pub(crate) fn parse_line(
     };
     i += 1;
     skip_blanks(buf, &mut i);
-    if sectors == 0 || *buf.get(i)? != b'\n' {
+    if !fits(sector, sectors) || *buf.get(i)? != b'\n' {
         return None;
     }
     let command = command_id(command, state)?;
@@ -195,6 +203,14 @@ pub(crate) fn parse_line(
         },
         i + 1,
     ))
+}
+
+/// Whether a fast-path request is one [`Request::check`] accepts: a positive length ending
+/// by [`MAX_END_SECTOR`]. (At most 19 and 9 digits, the sum cannot overflow.) Anything
+/// else goes to `parse`, which names the field.
+#[inline(always)]
+fn fits(sector: u64, sectors: u32) -> bool {
+    sectors != 0 && sector + u64::from(sectors) <= MAX_END_SECTOR
 }
 
 /// The id of a command token; `None` when it is not UTF-8 (left to `parse`'s error).
@@ -220,7 +236,7 @@ fn parse_fast(line: &[u8], state: &mut ParseState) -> Option<Request> {
         b"W" | b"w" => Op::Write,
         _ => return None,
     };
-    if sectors == 0 || token(line, &mut at).is_some() {
+    if !fits(sector, sectors) || token(line, &mut at).is_some() {
         return None;
     }
     let command = command_id(command, state)?;

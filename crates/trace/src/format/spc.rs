@@ -47,14 +47,18 @@ impl LineFormat for Spc {
             }
         };
         let ts_ns = field::decimal_ns("timestamp", f.next(), 9)?;
-        Ok(Parsed::Request(Request {
-            ts_ns,
-            pid: None,
-            command: NO_COMMAND,
-            device,
-            sector,
-            sectors,
-            op,
-        }))
+        field::request(
+            Request {
+                ts_ns,
+                pid: None,
+                command: NO_COMMAND,
+                device,
+                sector,
+                sectors,
+                op,
+            },
+            "lba",
+            "size",
+        )
     }
 }

@@ -63,6 +63,10 @@ impl LineFormat for Tracefs {
         "tracefs text of block:block_bio_queue (trace / trace_pipe)"
     }
 
+    fn text_field(&self) -> Option<&'static str> {
+        Some("task/comm")
+    }
+
     fn sniff(&self, lines: &[&str]) -> bool {
         let mut state = ParseState::default();
         let mut queued = 0;
@@ -202,15 +206,19 @@ fn parse_bio_queue(head: Header<'_>, state: &mut ParseState) -> Result<Parsed, F
     if sectors == 0 {
         return Ok(Parsed::Skip);
     }
-    Ok(Parsed::Request(Request {
-        ts_ns: head.ts_ns,
-        pid: Some(head.pid),
-        command: state.commands.intern(comm),
-        device,
-        sector,
-        sectors,
-        op,
-    }))
+    field::request(
+        Request {
+            ts_ns: head.ts_ns,
+            pid: Some(head.pid),
+            command: state.commands.intern(comm),
+            device,
+            sector,
+            sectors,
+            op,
+        },
+        "sector",
+        "sectors",
+    )
 }
 
 fn parse_device(s: &str) -> Result<u32, FieldError> {
