@@ -59,8 +59,17 @@ pub enum TraceError {
     },
     #[error("unknown trace format '{name}'; supported: {supported}")]
     UnknownFormat { name: String, supported: String },
-    #[error("{path}: cannot tell the trace format from the first lines; pass --format (one of: {supported})")]
-    Undetected { path: PathBuf, supported: String },
+    #[error(
+        "{path}: cannot tell the trace format from the first lines; pass --format (one of: \
+         {supported}){}",
+        guess.as_ref().map_or(String::new(), |g| g.to_string())
+    )]
+    Undetected {
+        path: PathBuf,
+        supported: String,
+        /// The format that reads most of the first lines, and where it stops.
+        guess: Option<FormatGuess>,
+    },
     #[error("{path}: the trace is empty (no requests)")]
     Empty { path: PathBuf },
     #[error("{path}: {why}")]
@@ -68,6 +77,23 @@ pub enum TraceError {
     /// A request earlier than the reorder window allows (see `TimeOrder`).
     #[error("{0}")]
     Late(Box<LateRequest>),
+}
+
+/// The format a file most looks like, and its first line that format cannot read: said
+/// when `auto` cannot tell the format, so that a malformed line of a short file is still
+/// named with its field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FormatGuess {
+    pub format: &'static str,
+    pub line: u64,
+    pub error: FieldError,
+}
+
+impl fmt::Display for FormatGuess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (format, line, error) = (self.format, self.line, &self.error);
+        write!(f, "; read as {format}, line {line} has {error}")
+    }
 }
 
 /// A request whose timestamp is further behind one already read than the reorder window

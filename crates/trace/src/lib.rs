@@ -15,7 +15,7 @@ pub mod reader;
 pub mod request;
 
 pub use columnar::Trace;
-pub use error::{BadLine, FieldError, LateRequest, TraceError};
+pub use error::{BadLine, FieldError, FormatGuess, LateRequest, TraceError};
 pub use format::{formats, LineFormat, ParseState, Parsed};
 pub use order::{OrderStats, TimeOrder, DEFAULT_REORDER_WINDOW_NS};
 pub use reader::{FormatChoice, ReadOptions, TraceReader};

@@ -30,7 +30,8 @@ fn error(format: &str, text: &str) -> (String, PathBuf) {
 fn malformed_lines_name_file_line_and_field() {
     let cases = [
         ("native", "1 2 cc 3 8 R\n5 6 dd 7 0 W\n", 2, "field sectors: a request of 0 sectors"),
-        ("native", "1 2 cc 3 8 R\n1 2 cc 3 8 R extra\n", 2, "field line: unexpected extra field 'extra'"),
+        ("native", "1 2 cc 3 8 R\n1 2 cc 3 8 R 7 extra\n", 2, "field line: unexpected extra field 'extra'"),
+        ("native", "1 2 cc 3 8 R\n1 2 cc 3 8 R extra\n", 2, "field device: 'extra' is not an integer in 0..=4294967295"),
         (
             "msr",
             "128166386783630075,hm,0,Write,3164164096,40960,2896\n128166386783630309,hm,0,Write,1000,16384,2663\n",

@@ -31,6 +31,10 @@ impl LineFormat for Ascii {
         "SSDsim/MQSim ascii: time_ns device lba sectors op(1=read,0=write)"
     }
 
+    fn address_fields(&self) -> [&'static str; 2] {
+        ["lba", "sectors"]
+    }
+
     fn sniff(&self, lines: &[&str]) -> bool {
         sniff_by_parsing(self, lines)
     }
@@ -46,18 +50,14 @@ impl LineFormat for Ascii {
         let sectors = field::sectors("sectors", f.next())?;
         let op = read_flag(f.next())?;
         field::end(f)?;
-        field::request(
-            Request {
-                ts_ns,
-                pid: None,
-                command: NO_COMMAND,
-                device,
-                sector,
-                sectors,
-                op,
-            },
-            "lba",
-            "sectors",
-        )
+        Ok(Parsed::Request(Request {
+            ts_ns,
+            pid: None,
+            command: NO_COMMAND,
+            device,
+            sector,
+            sectors,
+            op,
+        }))
     }
 }

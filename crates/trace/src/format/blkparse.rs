@@ -130,19 +130,15 @@ impl LineFormat for Blkparse {
             return Ok(Parsed::Skip); // a flush carrying no data
         }
         let command = command(t, f.next())?;
-        field::request(
-            Request {
-                ts_ns,
-                pid: Some(pid),
-                command: state.intern(command),
-                device,
-                sector,
-                sectors,
-                op,
-            },
-            "sector",
-            "sectors",
-        )
+        Ok(Parsed::Request(Request {
+            ts_ns,
+            pid: Some(pid),
+            command: state.intern(command),
+            device,
+            sector,
+            sectors,
+            op,
+        }))
     }
 }
 

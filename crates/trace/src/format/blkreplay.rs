@@ -31,6 +31,10 @@ impl LineFormat for Blkreplay {
         "blkreplay .load: start_s ; sector ; length ; R|W ; delay ; duration (after the ##### header)"
     }
 
+    fn address_fields(&self) -> [&'static str; 2] {
+        ["sector", "length"]
+    }
+
     fn sniff(&self, lines: &[&str]) -> bool {
         sniff_by_parsing(self, lines)
     }
@@ -56,18 +60,14 @@ impl LineFormat for Blkreplay {
         field::decimal_ns("replay_delay", f.next(), 9)?;
         field::decimal_ns("replay_duration", f.next(), 9)?;
         field::end(f)?;
-        field::request(
-            Request {
-                ts_ns,
-                pid: None,
-                command: NO_COMMAND,
-                device: 0,
-                sector,
-                sectors,
-                op,
-            },
-            "sector",
-            "length",
-        )
+        Ok(Parsed::Request(Request {
+            ts_ns,
+            pid: None,
+            command: NO_COMMAND,
+            device: 0,
+            sector,
+            sectors,
+            op,
+        }))
     }
 }

@@ -25,6 +25,10 @@ impl LineFormat for Fiu {
         Some("process")
     }
 
+    fn address_fields(&self) -> [&'static str; 2] {
+        ["lba", "size"]
+    }
+
     fn sniff(&self, lines: &[&str]) -> bool {
         sniff_by_parsing(self, lines)
     }
@@ -50,18 +54,14 @@ impl LineFormat for Fiu {
             ));
         }
         field::end(f)?;
-        field::request(
-            Request {
-                ts_ns,
-                pid: Some(pid),
-                command: state.intern(command),
-                device: field::linux_device(major, minor)?,
-                sector,
-                sectors,
-                op,
-            },
-            "lba",
-            "size",
-        )
+        Ok(Parsed::Request(Request {
+            ts_ns,
+            pid: Some(pid),
+            command: state.intern(command),
+            device: field::linux_device(major, minor)?,
+            sector,
+            sectors,
+            op,
+        }))
     }
 }

@@ -143,6 +143,23 @@ pub trait LineFormat: Send + Sync {
             Err(_) => Err(not_utf8(self, line, state)),
         }
     }
+    /// What the format calls a request's start address and its length, for the error
+    /// of a request that ends past the addressable sectors.
+    fn address_fields(&self) -> [&'static str; 2] {
+        ["sector", "sectors"]
+    }
+    /// Parses one line given as bytes and checks the request's address and size
+    /// ([`Request::check`]): what the reader calls. Kept out of `parse` so that a line
+    /// whose only fault is an address out of range does not keep `auto` from telling its
+    /// format (the reader then names the line and field).
+    fn parse_checked(&self, line: &[u8], state: &mut ParseState) -> Result<Parsed, FieldError> {
+        let parsed = self.parse_bytes(line, state)?;
+        if let Parsed::Request(r) = &parsed {
+            let [sector, size] = self.address_fields();
+            r.check().map_err(|e| e.field_error(sector, size))?;
+        }
+        Ok(parsed)
+    }
     /// The free-text field of a line (a process or host name), where bytes that are not
     /// UTF-8 can hide without breaking any other field; `None` when the format has none.
     fn text_field(&self) -> Option<&'static str> {
@@ -206,8 +223,7 @@ pub fn by_name(name: &str) -> Option<&'static dyn LineFormat> {
 
 /// Helpers shared by the format files, so that every format reports errors alike.
 pub mod field {
-    use super::{FieldError, Parsed};
-    use crate::request::Request;
+    use super::FieldError;
 
     pub fn u64(field: &'static str, s: Option<&str>) -> Result<u64, FieldError> {
         let s = s.ok_or_else(|| FieldError::new(field, "missing"))?;
@@ -294,19 +310,6 @@ pub mod field {
             ));
         }
         Ok(major << 20 | minor)
-    }
-
-    /// The request a line describes, its address and size checked ([`Request::check`]):
-    /// an end past the addressable sectors is an error naming the line's own fields.
-    pub fn request(
-        r: Request,
-        sector_field: &'static str,
-        size_field: &'static str,
-    ) -> Result<Parsed, FieldError> {
-        match r.check() {
-            Ok(()) => Ok(Parsed::Request(r)),
-            Err(e) => Err(e.field_error(sector_field, size_field)),
-        }
     }
 
     pub fn present<'a>(field: &'static str, s: Option<&'a str>) -> Result<&'a str, FieldError> {

@@ -41,6 +41,10 @@ impl LineFormat for Msr {
         Some("hostname")
     }
 
+    fn address_fields(&self) -> [&'static str; 2] {
+        ["offset", "size"]
+    }
+
     fn sniff(&self, lines: &[&str]) -> bool {
         sniff_by_parsing(self, lines)
     }
@@ -75,18 +79,14 @@ impl LineFormat for Msr {
         let sectors = field::bytes_as_sectors("size", f.next())?;
         field::u64("response_time", f.next())?;
         field::end(f)?;
-        field::request(
-            Request {
-                ts_ns,
-                pid: None,
-                command: state.intern(host),
-                device,
-                sector,
-                sectors,
-                op,
-            },
-            "offset",
-            "size",
-        )
+        Ok(Parsed::Request(Request {
+            ts_ns,
+            pid: None,
+            command: state.intern(host),
+            device,
+            sector,
+            sectors,
+            op,
+        }))
     }
 }

@@ -23,6 +23,10 @@ impl LineFormat for MsrWindows {
         "MSR replayer windows: ts_ms(decimal) device offset_bytes size_bytes op(1=read,0=write)"
     }
 
+    fn address_fields(&self) -> [&'static str; 2] {
+        ["offset", "size"]
+    }
+
     fn sniff(&self, lines: &[&str]) -> bool {
         let decimal_times = lines
             .iter()
@@ -44,19 +48,15 @@ impl LineFormat for MsrWindows {
         let sectors = field::bytes_as_sectors("size", f.next())?;
         let op = read_flag(f.next())?;
         field::end(f)?;
-        field::request(
-            Request {
-                ts_ns,
-                pid: None,
-                command: NO_COMMAND,
-                device,
-                sector,
-                sectors,
-                op,
-            },
-            "offset",
-            "size",
-        )
+        Ok(Parsed::Request(Request {
+            ts_ns,
+            pid: None,
+            command: NO_COMMAND,
+            device,
+            sector,
+            sectors,
+            op,
+        }))
     }
 }
 

@@ -3,6 +3,11 @@
 //!
 //! The command is one whitespace-free token (the recorder replaces blanks in process names
 //! with '_'); "-" stands for no command. Lines starting with '#' are comments.
+//!
+//! An optional seventh field names the device (a number, as the other formats' devices
+//! are numbered); absent, the device is 0. `convert` writes it for requests of a device
+//! other than 0, so that a trace of several disks converts to native text without
+//! merging them.
 
 use super::{field, LineFormat, ParseState, Parsed};
 use crate::error::FieldError;
@@ -24,7 +29,7 @@ impl LineFormat for Native {
     }
 
     fn describe(&self) -> &'static str {
-        "<ts_ns> <pid> <command> <sector> <sectors> <R|W> (seed 002 profiler format)"
+        "<ts_ns> <pid> <command> <sector> <sectors> <R|W> [device] (seed 002 profiler format)"
     }
 
     fn sniff(&self, lines: &[&str]) -> bool {
@@ -59,25 +64,25 @@ impl LineFormat for Native {
         let sector = field::u64("sector", f.next())?;
         let sectors = field::sectors("sectors", f.next())?;
         let op = parse_op("op", f.next())?;
+        let device = match f.next() {
+            Some(d) => field::u32("device", Some(d))?,
+            None => 0,
+        };
         field::end(f)?;
         let command = if command == "-" {
             crate::request::NO_COMMAND
         } else {
             state.intern(command)
         };
-        field::request(
-            Request {
-                ts_ns,
-                pid: Some(pid),
-                command,
-                device: 0,
-                sector,
-                sectors,
-                op,
-            },
-            "sector",
-            "sectors",
-        )
+        Ok(Parsed::Request(Request {
+            ts_ns,
+            pid: Some(pid),
+            command,
+            device,
+            sector,
+            sectors,
+            op,
+        }))
     }
 }
 
@@ -131,6 +136,27 @@ fn skip_blanks(buf: &[u8], i: &mut usize) {
     while *i < buf.len() && blank(buf[*i]) {
         *i += 1;
     }
+}
+
+/// The optional device field: at most `max_digits` digits at `*i`, then blanks up to the
+/// line's end (left at `*i`).
+#[inline(always)]
+fn number_then_blank_or_end(buf: &[u8], i: &mut usize, max_digits: usize) -> Option<u64> {
+    let start = *i;
+    let mut v = 0u64;
+    while let Some(d) = buf
+        .get(*i)
+        .map(|b| b.wrapping_sub(b'0'))
+        .filter(|&d| d <= 9)
+    {
+        if *i - start == max_digits {
+            return None;
+        }
+        v = v * 10 + u64::from(d);
+        *i += 1;
+    }
+    skip_blanks(buf, i);
+    Some(v)
 }
 
 /// A field of at most `max_digits` digits at `*i` (after blanks), followed by a blank.
@@ -187,6 +213,10 @@ pub(crate) fn parse_line(
     };
     i += 1;
     skip_blanks(buf, &mut i);
+    let mut device = 0;
+    if buf.get(i)?.is_ascii_digit() {
+        device = number_then_blank_or_end(buf, &mut i, 9)? as u32;
+    }
     if !fits(sector, sectors) || *buf.get(i)? != b'\n' {
         return None;
     }
@@ -196,7 +226,7 @@ pub(crate) fn parse_line(
             ts_ns,
             pid: Some(pid),
             command,
-            device: 0,
+            device,
             sector,
             sectors,
             op,
@@ -236,6 +266,10 @@ fn parse_fast(line: &[u8], state: &mut ParseState) -> Option<Request> {
         b"W" | b"w" => Op::Write,
         _ => return None,
     };
+    let device = match token(line, &mut at) {
+        Some(t) => digits(t, 9)? as u32,
+        None => 0,
+    };
     if !fits(sector, sectors) || token(line, &mut at).is_some() {
         return None;
     }
@@ -244,7 +278,7 @@ fn parse_fast(line: &[u8], state: &mut ParseState) -> Option<Request> {
         ts_ns,
         pid: Some(pid),
         command,
-        device: 0,
+        device,
         sector,
         sectors,
         op,
@@ -268,7 +302,7 @@ pub fn write_line(
     } else {
         command
     };
-    writeln!(
+    write!(
         out,
         "{} {} {} {} {} {}",
         req.ts_ns,
@@ -277,7 +311,11 @@ pub fn write_line(
         req.sector,
         req.sectors,
         req.op.letter()
-    )
+    )?;
+    match req.device {
+        0 => writeln!(out),
+        d => writeln!(out, " {d}"),
+    }
 }
 
 #[cfg(test)]
@@ -327,6 +365,11 @@ mod tests {
             "",
             "1 2 \u{e9}t\u{e9} 3 8 R",
             "1 2 cc 3 8 RW",
+            "1 2 cc 3 8 R 7",
+            "1 2 cc 3 8 R 4294967295",
+            "1 2 cc 3 8 R 4294967296",
+            "1 2 cc 3 8 R 7 8",
+            "1 2 cc 3 8 R x",
         ];
         for line in lines {
             let (mut a, mut b) = (ParseState::default(), ParseState::default());

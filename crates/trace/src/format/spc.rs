@@ -23,6 +23,10 @@ impl LineFormat for Spc {
         "SPC / UMass CSV: ASU,LBA,size_bytes,r|w,timestamp_s"
     }
 
+    fn address_fields(&self) -> [&'static str; 2] {
+        ["lba", "size"]
+    }
+
     fn sniff(&self, lines: &[&str]) -> bool {
         sniff_by_parsing(self, lines)
     }
@@ -47,18 +51,14 @@ impl LineFormat for Spc {
             }
         };
         let ts_ns = field::decimal_ns("timestamp", f.next(), 9)?;
-        field::request(
-            Request {
-                ts_ns,
-                pid: None,
-                command: NO_COMMAND,
-                device,
-                sector,
-                sectors,
-                op,
-            },
-            "lba",
-            "size",
-        )
+        Ok(Parsed::Request(Request {
+            ts_ns,
+            pid: None,
+            command: NO_COMMAND,
+            device,
+            sector,
+            sectors,
+            op,
+        }))
     }
 }

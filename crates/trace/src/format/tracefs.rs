@@ -206,19 +206,15 @@ fn parse_bio_queue(head: Header<'_>, state: &mut ParseState) -> Result<Parsed, F
     if sectors == 0 {
         return Ok(Parsed::Skip);
     }
-    field::request(
-        Request {
-            ts_ns: head.ts_ns,
-            pid: Some(head.pid),
-            command: state.commands.intern(comm),
-            device,
-            sector,
-            sectors,
-            op,
-        },
-        "sector",
-        "sectors",
-    )
+    Ok(Parsed::Request(Request {
+        ts_ns: head.ts_ns,
+        pid: Some(head.pid),
+        command: state.commands.intern(comm),
+        device,
+        sector,
+        sectors,
+        op,
+    }))
 }
 
 fn parse_device(s: &str) -> Result<u32, FieldError> {
