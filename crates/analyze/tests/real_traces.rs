@@ -47,8 +47,8 @@ fn analyze(path: &Path) -> Result<(Analysis, &'static str), TraceError> {
         let mut reader = TraceReader::open(path, &ReadOptions::default())?;
         reader.set_time_order(order);
         let mut a = Analyzer::new(Config::default());
-        let read = std::iter::from_fn(|| reader.next_request().transpose());
-        match read.map(|r| r.map(|r| a.observe(&r))).collect() {
+        let mut read = std::iter::from_fn(|| reader.next_request().transpose());
+        match read.try_for_each(|r| r.map(|r| a.observe(&r))) {
             Ok(()) => {
                 let mut analysis = a.finish();
                 analysis.record_time_order(order, reader.order_stats());
