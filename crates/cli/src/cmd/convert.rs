@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use reblock_trace::format::native::write_line;
+use reblock_trace::format::native::write_line_with_device;
 use reblock_trace::parquet::{Codec, ParquetWriter};
 use reblock_trace::{Commands, Request, TraceError, TraceReader};
 
@@ -98,7 +98,7 @@ impl Sink {
     fn push(&mut self, r: Request, commands: &Commands, path: &Path) -> Result<()> {
         match self {
             Sink::Parquet(w) => w.push(r, commands)?,
-            Sink::Native(w) => write_line(w, &r, commands.name(r.command))
+            Sink::Native(w) => write_line_with_device(w, &r, commands.name(r.command))
                 .with_context(|| format!("{}", path.display()))?,
         }
         Ok(())

@@ -6,8 +6,8 @@
 //!
 //! An optional seventh field names the device (a number, as the other formats' devices
 //! are numbered); absent, the device is 0. `convert` writes it for requests of a device
-//! other than 0, so that a trace of several disks converts to native text without
-//! merging them.
+//! other than 0 ([`write_line_with_device`]), so that a trace of several disks converts
+//! to native text without merging them.
 
 use super::{field, LineFormat, ParseState, Parsed};
 use crate::error::FieldError;
@@ -285,10 +285,35 @@ fn parse_fast(line: &[u8], state: &mut ParseState) -> Option<Request> {
     })
 }
 
-/// Writes one request as a native line (with its newline). Requests without a pid are
-/// written with pid 0, and without a command as "-"; blanks inside a command become '_'
-/// (as the recorder does) so that the line stays six fields.
+/// Writes one request as a native line (with its newline), the six fields of the seed
+/// 002 profiler format: the device is not written (see [`write_line_with_device`]).
+/// Requests without a pid are written with pid 0, and without a command as "-"; blanks
+/// inside a command become '_' (as the recorder does) so that the line stays six fields.
 pub fn write_line(
+    out: &mut impl std::io::Write,
+    req: &Request,
+    command: &str,
+) -> std::io::Result<()> {
+    write_fields(out, req, command)?;
+    writeln!(out)
+}
+
+/// [`write_line`], with the device as a seventh field when it is not 0: what `convert`
+/// writes, so that a trace of several devices keeps them apart.
+pub fn write_line_with_device(
+    out: &mut impl std::io::Write,
+    req: &Request,
+    command: &str,
+) -> std::io::Result<()> {
+    write_fields(out, req, command)?;
+    match req.device {
+        0 => writeln!(out),
+        d => writeln!(out, " {d}"),
+    }
+}
+
+/// The six fields of a native line, without its newline.
+fn write_fields(
     out: &mut impl std::io::Write,
     req: &Request,
     command: &str,
@@ -311,11 +336,7 @@ pub fn write_line(
         req.sector,
         req.sectors,
         req.op.letter()
-    )?;
-    match req.device {
-        0 => writeln!(out),
-        d => writeln!(out, " {d}"),
-    }
+    )
 }
 
 #[cfg(test)]
