@@ -33,7 +33,7 @@ pub fn handle(engine: &Engine, req: &Value) -> Value {
             None => Err("reconfigure: key \"plan\" (the plan.json text) is missing".into()),
             Some(text) => Plan::from_json(text, "plan")
                 .map_err(|e| e.to_string())
-                .and_then(|plan| engine.reconfigure(plan))
+                .and_then(|plan| engine.reconfigure(plan).map_err(|e| e.to_string()))
                 .map(|s| json!({ "steps": engine.status().reconfiguration.steps_total, "bytes_to_move": s.bytes_moved })),
         },
         other => Err(format!("unknown command {other:?} (status, detach, reconfigure)")),

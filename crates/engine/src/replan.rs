@@ -227,7 +227,9 @@ pub fn plan_and_apply(
     let placement = p.plan(&graph, &params);
     let plan = Plan::try_from(&placement).map_err(|e| e.to_string())?;
     let pages = plan.pages();
-    engine.reconfigure_unless_detached(plan)?;
+    engine
+        .reconfigure_unless_detached(plan)
+        .map_err(|e| e.to_string())?;
     Ok(pages)
 }
 

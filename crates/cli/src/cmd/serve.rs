@@ -264,6 +264,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             report.rebuild.entries
         );
     }
+    for w in report.warnings() {
+        eprintln!("reblock: ERROR: {w}");
+    }
     let engine = Arc::new(engine);
     serve_engine(&a, listen, engine)
 }
