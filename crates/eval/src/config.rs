@@ -156,6 +156,9 @@ impl Trigger {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BoptAt {
+    /// Where the expected seek to it is least: at the median of the requests' addresses
+    /// (the point that minimizes the mean distance to them), not the middle of the disk.
+    Auto,
     Start,
     Middle,
     End,
@@ -166,15 +169,36 @@ pub enum BoptAt {
 impl BoptAt {
     pub fn parse(s: &str) -> Result<BoptAt, ParamError> {
         match s.trim() {
+            "auto" => Ok(BoptAt::Auto),
             "start" => Ok(BoptAt::Start),
             "middle" => Ok(BoptAt::Middle),
             "end" => Ok(BoptAt::End),
             other => other.parse().map(BoptAt::Sector).map_err(|_| {
                 bad(
                     "bopt-at",
-                    format!("`{other}`: expected start, middle, end or an LBA (sector)"),
+                    format!("`{other}`: expected auto, start, middle, end or an LBA (sector)"),
                 )
             }),
+        }
+    }
+}
+
+/// How large the BOPT is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BoptSize {
+    /// Sized from the working set worth placing: the pages the trace reads more than
+    /// once, plus the write buffer's share (see `workload::auto_bopt_bytes`).
+    Auto,
+    Bytes(u64),
+}
+
+impl BoptSize {
+    /// `auto` or a size (`64MiB`, `1G`, ...).
+    pub fn parse(s: &str) -> Result<BoptSize, ParamError> {
+        match s.trim() {
+            "auto" => Ok(BoptSize::Auto),
+            other => parse_size_bytes("bopt-size", other).map(BoptSize::Bytes),
         }
     }
 }
@@ -250,7 +274,7 @@ pub struct EvalConfig {
     /// Device spec as `reblock_device::parse_spec` reads it.
     pub device: String,
     pub bopt_at: BoptAt,
-    pub bopt_size_bytes: u64,
+    pub bopt_size: BoptSize,
     pub write_buffer_fraction: f64,
     pub interval: Interval,
     pub training: Training,
@@ -276,8 +300,8 @@ impl Default for EvalConfig {
                 .map(String::from)
                 .to_vec(),
             device: "hdd:barracuda".into(),
-            bopt_at: BoptAt::Middle,
-            bopt_size_bytes: 64 << 20,
+            bopt_at: BoptAt::Auto,
+            bopt_size: BoptSize::Auto,
             write_buffer_fraction: 0.2,
             interval: Interval::Count {
                 reconfigurations: 4,
@@ -355,6 +379,13 @@ mod tests {
         );
         assert!(Trigger::parse("hit-rate:2").is_err());
         assert_eq!(BoptAt::parse("4096").unwrap(), BoptAt::Sector(4096));
+        assert_eq!(BoptAt::parse("auto").unwrap(), BoptAt::Auto);
+        assert_eq!(BoptSize::parse("auto").unwrap(), BoptSize::Auto);
+        assert_eq!(BoptSize::parse("2M").unwrap(), BoptSize::Bytes(2 << 20));
+        assert!(BoptSize::parse("big")
+            .unwrap_err()
+            .to_string()
+            .starts_with("bopt-size: "));
         assert!(parse_fraction("write-buffer", "1.5").is_err());
         // 4 reconfigurations over 10 s: 5 phases of 2 s.
         assert_eq!(
