@@ -39,8 +39,9 @@ pub struct Args {
     /// size: 64MiB, 1G, ...
     #[arg(long, default_value = "auto", value_name = "SIZE")]
     pub bopt_size: String,
-    /// Share of the BOPT given to the write buffer, 0..1 (seed 000 §6.1.1 uses 0.2).
-    #[arg(long, default_value = "0.2", value_name = "F")]
+    /// Share of the BOPT given to the write buffer, 0..1 (seed 000 §6.1.1 gives 0.2 of a
+    /// fixed 64 MiB BOPT; with the region sized from the read working set, 0.1).
+    #[arg(long, default_value = "0.1", value_name = "F")]
     pub write_buffer: String,
     /// Time between reconfigurations: a duration of trace time (1d, 6h, 30m, 90s) or a
     /// bare count of reconfigurations equally spaced over the trace (seed 000 §6: 4).
