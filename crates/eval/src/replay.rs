@@ -107,6 +107,36 @@ pub fn copies(device: &str, requests: &[DevRequest]) -> Result<Summary, EvalErro
     run(device, 1.0, &mut IterSource(subs), None)
 }
 
+/// The longest gap, in sectors, that a copy's reads should read through rather than
+/// skip on `device`: the largest power of two up to 4 MiB for which reading two 4 KiB
+/// pieces that far apart as one request costs the model no more than reading them as
+/// two (probed in the middle of the device, each way on a fresh device).
+pub fn read_through_gap_sectors(device: &str) -> Result<u64, EvalError> {
+    let capacity = reblock_device::parse_spec(device)
+        .map_err(EvalError::Device)?
+        .array
+        .capacity_sectors();
+    let at = capacity / 2 / 8 * 8;
+    let read = |sector: u64, sectors: u64| DevRequest {
+        sector,
+        sectors: sectors as u32,
+        write: false,
+    };
+    let mut best = 0;
+    for shift in 3..=13 {
+        let gap = 1u64 << shift;
+        if at + 16 + gap > capacity {
+            break;
+        }
+        let two = copies(device, &[read(at, 8), read(at + 8 + gap, 8)])?.busy_time_s;
+        let one = copies(device, &[read(at, 16 + gap)])?.busy_time_s;
+        if one <= two {
+            best = gap;
+        }
+    }
+    Ok(best)
+}
+
 /// A normal phase's requests as submissions; sets the guard at each epoch. Replay pulls
 /// a submission only after admitting (mapping) the one before, so the guard set here
 /// applies exactly from this request on.

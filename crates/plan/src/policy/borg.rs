@@ -20,6 +20,11 @@ impl Policy for Borg {
     fn about(&self) -> &'static str {
         "BORG greedy placement of correlated ranges into the read cache (seed 000 §4.3)"
     }
+    fn capabilities(&self) -> super::Capabilities {
+        super::Capabilities {
+            places: Some(crate::placement::TargetSpace::ReadCache),
+        }
+    }
     fn plan(&self, graph: &MasterGraph, params: &PlanParams) -> Placement {
         let limits = GroupLimits {
             page_sectors: params.page_sectors(),

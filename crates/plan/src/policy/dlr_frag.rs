@@ -20,6 +20,11 @@ impl Policy for DlrFrag {
     fn about(&self) -> &'static str {
         "dlr-seq's order laid into the pages the workload already uses (seed 002 §6.1)"
     }
+    fn capabilities(&self) -> super::Capabilities {
+        super::Capabilities {
+            places: Some(crate::placement::TargetSpace::DataArea),
+        }
+    }
     fn plan(&self, graph: &MasterGraph, params: &PlanParams) -> Placement {
         let (order, _) = middle_out(graph, params, u64::MAX);
         let sources = claim_pages(graph, order, params);

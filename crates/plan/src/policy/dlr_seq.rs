@@ -24,6 +24,11 @@ impl Policy for DlrSeq {
     fn about(&self) -> &'static str {
         "greedy layout from the middle of a contiguous region outwards (seed 002 Figure 6)"
     }
+    fn capabilities(&self) -> super::Capabilities {
+        super::Capabilities {
+            places: Some(crate::placement::TargetSpace::ReadCache),
+        }
+    }
     fn plan(&self, graph: &MasterGraph, params: &PlanParams) -> Placement {
         let capacity = params.read_cache_pages.unwrap_or(u64::MAX);
         let (order, seed_at) = middle_out(graph, params, capacity);

@@ -29,6 +29,11 @@ impl Policy for Hot {
     fn about(&self) -> &'static str {
         "most frequently accessed pages first, ignoring order (seed 001 §3.6.6)"
     }
+    fn capabilities(&self) -> super::Capabilities {
+        super::Capabilities {
+            places: Some(crate::placement::TargetSpace::ReadCache),
+        }
+    }
     fn plan(&self, graph: &MasterGraph, params: &PlanParams) -> Placement {
         let mut runs = page_runs(graph, params.page_sectors());
         runs.sort_unstable_by_key(|r| (Reverse(r.hits), r.first));
