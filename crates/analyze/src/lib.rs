@@ -130,6 +130,24 @@ pub struct Analysis {
     pub advice: Advice,
 }
 
+/// Streams every request of `reader` through a new analyzer: the one pass `reblock
+/// analyze` and the Python package make. `progress` hears the request count every 64 Ki
+/// requests (updating a bar costs more than analyzing a request).
+pub fn analyze_trace(
+    reader: &mut reblock_trace::TraceReader,
+    config: Config,
+    mut progress: impl FnMut(u64),
+) -> Result<Analysis, reblock_trace::TraceError> {
+    let mut analyzer = Analyzer::new(config);
+    while let Some(req) = reader.next_request()? {
+        analyzer.observe(&req);
+        if analyzer.requests().is_multiple_of(65_536) {
+            progress(analyzer.requests());
+        }
+    }
+    Ok(analyzer.finish())
+}
+
 impl Analyzer {
     pub fn new(config: Config) -> Self {
         Self::with_min_batch(config, reblock_tally::MIN_BATCH)

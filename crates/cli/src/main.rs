@@ -44,6 +44,9 @@ enum Command {
     Check(cmd::check::Args),
     /// Apply an offline plan (plan.json) to a running server.
     Reconfigure(cmd::reconfigure::Args),
+    /// Mine the frequent block pairs of a trace (the parallel-array optimizer's sessions
+    /// and pair counts), as JSON for scripts or for a cluster job to be checked against.
+    Pairs(cmd::pairs::Args),
     /// List the trace formats reblock reads.
     Formats(cmd::formats::Args),
     /// Analyze a bundled real trace and write its report: the quickest look at reblock.
@@ -70,6 +73,7 @@ fn main() {
         Command::Detach(a) => cmd::detach::run(a),
         Command::Check(a) => cmd::check::run(a),
         Command::Reconfigure(a) => cmd::reconfigure::run(a),
+        Command::Pairs(a) => cmd::pairs::run(a),
         Command::Formats(a) => cmd::formats::run(a),
         Command::Demo(a) => cmd::demo::run(a),
     };

@@ -326,6 +326,14 @@ impl TraceReader {
         }
     }
 
+    /// The reblock metadata of a Parquet trace's footer (none for text formats).
+    pub fn parquet_meta(&self) -> Option<&crate::parquet::TraceMeta> {
+        match &self.backend {
+            Backend::Lines(_) => None,
+            Backend::Parquet(p) => Some(&p.meta),
+        }
+    }
+
     /// Lines skipped under `--skip-bad`, in file order (for Parquet, row numbers from 1).
     pub fn bad_lines(&self) -> &[BadLine] {
         &self.bad

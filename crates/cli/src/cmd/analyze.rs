@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use reblock_analyze::units;
-use reblock_analyze::{sidecar, Analysis, Analyzer, Config, Interval};
+use reblock_analyze::{analyze_trace, sidecar, Analysis, Config, Interval};
 use reblock_trace::TraceReader;
 
 use crate::input::{report_bad_lines, TraceInput};
@@ -49,16 +49,22 @@ pub fn run(args: Args) -> Result<()> {
             args.page_size
         );
     }
+    let mut reader = args.input.open()?;
+    // A Parquet trace may carry the device size in its metadata (docs/parquet.md).
+    let footer_bytes = reader
+        .parquet_meta()
+        .and_then(|m| m.device_sectors)
+        .map(|s| s.saturating_mul(reblock_trace::SECTOR_BYTES));
     let config = Config {
         page_bytes: args.page_size,
         interval: interval(&args.interval, meta.as_ref())?,
         device_bytes: args
             .device_size
-            .or(meta.as_ref().and_then(|m| m.device_bytes)),
+            .or(meta.as_ref().and_then(|m| m.device_bytes))
+            .or(footer_bytes),
         idle_threshold_ns: args.idle_threshold,
         burst_window_ns: args.burst_window,
     };
-    let mut reader = args.input.open()?;
     let mut analysis = analyze(&mut reader, config, spinner())?;
     analysis.record_time_order(reader.time_order(), reader.order_stats());
     report_bad_lines(&reader);
@@ -80,18 +86,9 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// Parses `--interval`; `days` takes the sidecar's day starts (the first day's start is
-/// dropped so that requests before it join day 1).
+/// Parses `--interval` (see [`sidecar::interval`]).
 pub fn interval(spec: &str, meta: Option<&sidecar::Sidecar>) -> Result<Interval> {
-    if spec == "days" {
-        let Some(m) = meta.filter(|m| !m.day_starts_ns.is_empty()) else {
-            bail!("--interval days: the trace has no .meta.json with \"DAY N START\" markers");
-        };
-        return Ok(Interval::Starts {
-            starts_ns: m.day_starts_ns[1..].to_vec(),
-        });
-    }
-    units::parse_interval(spec).map_err(|e| anyhow::anyhow!("--interval {e}"))
+    sidecar::interval(spec, meta).map_err(anyhow::Error::msg)
 }
 
 fn spinner() -> ProgressBar {
@@ -109,16 +106,9 @@ pub fn analyze(
     config: Config,
     progress: ProgressBar,
 ) -> Result<Analysis> {
-    let mut analyzer = Analyzer::new(config);
-    while let Some(req) = reader.next_request()? {
-        analyzer.observe(&req);
-        // Updating the bar costs more than analyzing a request: do it every 64 Ki requests.
-        if analyzer.requests().is_multiple_of(65_536) {
-            progress.set_position(analyzer.requests());
-        }
-    }
+    let analysis = analyze_trace(reader, config, |n| progress.set_position(n))?;
     progress.finish_and_clear();
-    Ok(analyzer.finish())
+    Ok(analysis)
 }
 
 pub fn write_report(dir: &Path, a: &Analysis, trace: &Path) -> Result<PathBuf> {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use reblock_trace::format::native::write_line_with_device;
-use reblock_trace::parquet::{Codec, ParquetWriter};
+use reblock_trace::parquet::{Codec, ParquetWriter, TraceMeta};
 use reblock_trace::{Commands, Request, TraceError, TraceReader};
 
 use crate::input::{report_bad_lines, TraceInput};
@@ -85,9 +85,11 @@ enum Sink {
 }
 
 impl Sink {
-    fn create(path: &Path, format: OutFormat, codec: Codec) -> Result<Sink> {
+    fn create(path: &Path, format: OutFormat, codec: Codec, meta: &TraceMeta) -> Result<Sink> {
         Ok(match format {
-            OutFormat::Parquet => Sink::Parquet(Box::new(ParquetWriter::create_with(path, codec)?)),
+            OutFormat::Parquet => Sink::Parquet(Box::new(ParquetWriter::create_with_meta(
+                path, codec, meta,
+            )?)),
             OutFormat::Native => {
                 let file = File::create(path).with_context(|| format!("{}", path.display()))?;
                 Sink::Native(BufWriter::with_capacity(1 << 20, file))
@@ -152,7 +154,8 @@ pub fn run(args: Args) -> Result<()> {
     }
     let codec = args.compression.map(Codec::from).unwrap_or_default();
     let mut reader = args.input.open()?;
-    let mut sink = Sink::create(&args.out, to, codec)?;
+    let meta = trace_meta(&reader)?;
+    let mut sink = Sink::create(&args.out, to, codec, &meta)?;
     let result = copy(&mut reader, &mut sink, &args.out).and_then(|n| {
         sink.finish(reader.commands(), &args.out)?;
         Ok(n)
@@ -169,6 +172,24 @@ pub fn run(args: Args) -> Result<()> {
     })?;
     report_bad_lines(&reader);
     summarize(&args, &reader, requests, to)
+}
+
+/// What the Parquet footer records of the input: its format and the device's size, from
+/// the capture's .meta.json beside the trace, or carried over from a Parquet input.
+fn trace_meta(reader: &TraceReader) -> Result<TraceMeta> {
+    let carried = reader.parquet_meta().cloned().unwrap_or_default();
+    let sidecar = reblock_analyze::sidecar::find(reader.path()).map_err(anyhow::Error::msg)?;
+    let device_sectors = sidecar
+        .and_then(|s| s.device_bytes)
+        .map(|b| b / reblock_trace::SECTOR_BYTES)
+        .or(carried.device_sectors);
+    Ok(TraceMeta {
+        device_sectors,
+        source_format: carried
+            .source_format
+            .or_else(|| Some(reader.format_name().to_string())),
+        schema_version: None,
+    })
 }
 
 fn summarize(args: &Args, reader: &TraceReader, requests: u64, to: OutFormat) -> Result<()> {

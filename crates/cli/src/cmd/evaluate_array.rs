@@ -66,6 +66,10 @@ pub struct ArrayArgs {
     /// §IV-E) places as one vertex.
     #[arg(long, default_value = "64KiB", value_name = "SIZE", requires = "array")]
     pub max_group: String,
+    /// Capacity W of a disk in the optimizer's colouring (Algorithm 1's bin size): no
+    /// disk is given more blocks than this (`64MiB`, `1GiB`); default: a member's size.
+    #[arg(long, value_name = "SIZE", requires = "array")]
+    pub capacity: Option<String>,
     /// Seed of the initial placement's random draws.
     #[arg(long, default_value_t = 3, value_name = "N", requires = "array")]
     pub seed: u64,
@@ -101,7 +105,7 @@ fn parse_supports(s: &str) -> Result<Vec<u32>> {
         .collect()
 }
 
-fn parse_session(s: &str) -> Result<SessionMode> {
+pub(crate) fn parse_session(s: &str) -> Result<SessionMode> {
     if s == "request" {
         return Ok(SessionMode::Request);
     }
@@ -110,22 +114,27 @@ fn parse_session(s: &str) -> Result<SessionMode> {
         .map_err(|e| anyhow::anyhow!("--session: {e}; or `request`"))
 }
 
-fn parse_ops(s: &str) -> Result<OpFilter> {
-    Ok(match s {
-        "reads" | "read" => OpFilter::Reads,
-        "writes" | "write" => OpFilter::Writes,
-        "both" => OpFilter::Both,
-        _ => bail!("--mine `{s}`: expected reads, writes or both"),
-    })
+pub(crate) fn parse_ops(s: &str) -> Result<OpFilter> {
+    OpFilter::parse(s).with_context(|| format!("--mine `{s}`: expected reads, writes or both"))
 }
 
 /// Bytes to whole 512-byte sectors, refusing sizes that are not a multiple.
-fn sectors_of(flag: &str, s: &str) -> Result<u64> {
+pub(crate) fn sectors_of(flag: &str, s: &str) -> Result<u64> {
     let bytes = parse_size_bytes(flag, s)?;
     if !bytes.is_multiple_of(512) {
         bail!("--{flag} `{s}`: must be a multiple of 512 bytes");
     }
     Ok(bytes / 512)
+}
+
+/// `--capacity`: a size of at least one block.
+fn capacity_bytes(s: &str, block_size: &str) -> Result<u64> {
+    let bytes = parse_size_bytes("capacity", s)?;
+    let block = sectors_of("block-size", block_size)? * 512;
+    if bytes < block {
+        bail!("--capacity `{s}`: must hold at least one block ({block} bytes)");
+    }
+    Ok(bytes)
 }
 
 /// The evaluation's configuration from the flags (`policies`: `--policies` if given).
@@ -156,6 +165,11 @@ pub fn config(
         max_group_sectors: sectors_of("max-group", &a.max_group)?,
         seed: a.seed,
         speed,
+        capacity_bytes: a
+            .capacity
+            .as_deref()
+            .map(|c| capacity_bytes(c, a.block_size.as_str()))
+            .transpose()?,
         ..ArrayEvalConfig::default()
     })
 }
