@@ -9,7 +9,9 @@
 //! hash-map growth.
 
 pub mod advice;
+pub mod chart;
 pub mod determinism;
+pub mod figures;
 mod groups;
 pub mod heat;
 mod keys;
@@ -65,6 +67,7 @@ pub struct Analyzer {
     pages: pages::Pages,
     determinism: determinism::Determinism,
     working_sets: working_set::WorkingSets,
+    figures: figures::Figures,
 }
 
 /// Everything the analysis found; serialized as `reblock analyze --json`.
@@ -101,6 +104,8 @@ pub struct Analysis {
     pub working_set_overlap_top20: Vec<f64>,
     pub heat_map: heat::HeatMap,
     pub advice: Advice,
+    /// What the report's CDFs, scatter, timeline and command table draw.
+    pub figures: figures::FigureData,
 }
 
 impl Analyzer {
@@ -121,6 +126,7 @@ impl Analyzer {
             sizes_bytes: Default::default(),
             pages: Default::default(),
             determinism: determinism::Determinism::with_min_batch(min_batch),
+            figures: figures::Figures::new(),
         }
     }
 
@@ -140,6 +146,7 @@ impl Analyzer {
         self.sizes_bytes.observe(req.bytes());
         self.timing.observe(req.ts_ns);
         self.determinism.observe(req);
+        self.figures.observe(req);
         self.working_sets.begin(req.ts_ns, &mut self.pages);
         if req.sectors == 0 {
             return;
@@ -199,6 +206,7 @@ impl Analyzer {
             working_set_overlap_top20: intervals.iter().map(|i| i.overlap_top20).collect(),
             intervals,
             advice: advice::advise(&measures),
+            figures: self.figures.finish(),
         }
     }
 }

@@ -237,6 +237,7 @@ impl<'a> Runner<'a> {
             end_request: end as u64,
             guard_epochs: guarded.len() as u64,
             guarded_epochs: guarded.iter().filter(|&&g| g).count() as u64,
+            response_ns: m.response_ns.clone(),
         }
     }
 
@@ -435,5 +436,6 @@ fn reconfig_phase(
         end_request: 0,
         guard_epochs: 0,
         guarded_epochs: 0,
+        response_ns: Default::default(),
     }
 }

@@ -252,7 +252,9 @@ fn serve_connection(stream: &Stream, id: u64, shared: &Shared) {
                 epoch: shared.epoch,
                 workers: config.workers_per_connection,
             };
+            session.export.connection_changed(true);
             let ended = transmission::serve(reader, writer, &ctx);
+            session.export.connection_changed(false);
             tracing::debug!("nbd: connection {id} ended: {ended:?}");
         }
         Ok(HandshakeEnd::Aborted) => tracing::debug!("nbd: connection {id} aborted"),
