@@ -9,7 +9,9 @@
 //! hash-map growth.
 
 pub mod advice;
+pub mod chart;
 pub mod determinism;
+pub mod figures;
 mod groups;
 pub mod heat;
 pub mod invariants;
@@ -68,6 +70,7 @@ pub struct Analyzer {
     partial: sectors::PartialSectors,
     determinism: determinism::Determinism,
     working_sets: working_set::WorkingSets,
+    figures: figures::Figures,
 }
 
 /// Total and unique bytes by direction, all at one granularity (see [`Analysis`]).
@@ -128,6 +131,8 @@ pub struct Analysis {
     pub working_set_overlap_top20: Vec<f64>,
     pub heat_map: heat::HeatMap,
     pub advice: Advice,
+    /// What the report's CDFs, scatter, timeline and command table draw.
+    pub figures: figures::FigureData,
 }
 
 /// Streams every request of `reader` through a new analyzer: the one pass `reblock
@@ -145,7 +150,16 @@ pub fn analyze_trace(
             progress(analyzer.requests());
         }
     }
-    Ok(analyzer.finish())
+    let mut analysis = analyzer.finish();
+    let commands = reader.commands();
+    analysis.figures.name_commands(|id| {
+        if (id as usize) < commands.len() {
+            commands.name(id)
+        } else {
+            ""
+        }
+    });
+    Ok(analysis)
 }
 
 impl Analyzer {
@@ -170,6 +184,7 @@ impl Analyzer {
             pages: Default::default(),
             partial: Default::default(),
             determinism: determinism::Determinism::with_min_batch(min_batch),
+            figures: figures::Figures::new(),
         }
     }
 
@@ -189,6 +204,7 @@ impl Analyzer {
         self.sizes_bytes.observe(req.bytes());
         self.timing.observe(req.ts_ns);
         self.determinism.observe(req);
+        self.figures.observe(req);
         self.working_sets.begin(req.ts_ns, &mut self.pages);
         if req.sectors == 0 {
             return;
@@ -289,6 +305,7 @@ impl Analyzer {
             working_set_overlap_top20: intervals.iter().map(|i| i.overlap_top20).collect(),
             intervals,
             advice: advice::advise(&measures),
+            figures: self.figures.finish(),
         };
         debug_assert_eq!(
             analysis.contradictions(),

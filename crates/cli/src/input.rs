@@ -1,14 +1,29 @@
 //! Trace input options shared by every subcommand that reads a trace.
 
-use std::path::PathBuf;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use anyhow::Result;
 use reblock_analyze::units::{format_ns, parse_duration_ns};
 use reblock_trace::{FormatChoice, ReadOptions, TimeOrder, TraceReader};
 
+use crate::progress::Progress;
+
+/// The path that means standard input (or output).
+pub const STDIO: &str = "-";
+
+/// True when `path` is `-`: standard input or output.
+pub fn is_stdio(path: &Path) -> bool {
+    path.as_os_str() == STDIO
+}
+
 #[derive(clap::Args, Clone, Debug)]
 pub struct TraceInput {
-    /// Trace file (any supported format, optionally .gz or .zst compressed, or Parquet).
+    /// Trace file (any supported format, optionally .gz or .zst compressed, or Parquet);
+    /// `-` reads standard input.
     pub trace: PathBuf,
     /// Trace format; `auto` sniffs the first lines. `reblock formats` lists them.
     #[arg(long, default_value = "auto")]
@@ -35,17 +50,29 @@ fn parse_window_ns(s: &str) -> Result<u64, String> {
     }
 }
 
+/// Counts the bytes read through it, for the percent done of a progress line.
+struct Counted<R> {
+    inner: R,
+    bytes: Arc<AtomicU64>,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
 impl TraceInput {
-    pub fn open(&self) -> Result<TraceReader> {
-        let opts = ReadOptions {
+    fn options(&self) -> ReadOptions {
+        ReadOptions {
             format: self.format.clone(),
             skip_bad: self.skip_bad,
-        };
-        let mut reader = TraceReader::open(&self.trace, &opts)?;
-        reader.set_time_order(self.time_order());
-        Ok(reader)
+        }
     }
 
+    /// How out-of-order records are handled (`--reorder-window`, `--sort`).
     pub fn time_order(&self) -> TimeOrder {
         match self.sort {
             true => TimeOrder::Sort,
@@ -54,6 +81,51 @@ impl TraceInput {
             },
         }
     }
+
+    pub fn open(&self) -> Result<TraceReader> {
+        let mut reader = if is_stdio(&self.trace) {
+            let stdin = BufReader::with_capacity(1 << 20, std::io::stdin());
+            TraceReader::from_reader(Box::new(stdin), "<stdin>", &self.options())?
+        } else {
+            TraceReader::open(&self.trace, &self.options())?
+        };
+        reader.set_time_order(self.time_order());
+        Ok(reader)
+    }
+
+    /// Opens the trace with progress for `what` ("analyzing"), in requests: a text file's
+    /// percent done is the share of its bytes read (compressed or not). Parquet and
+    /// standard input show the count and rate only.
+    pub fn open_with_progress(&self, what: &str) -> Result<(TraceReader, Progress)> {
+        let progress = Progress::new(what, "requests", None);
+        let size = std::fs::metadata(&self.trace).map(|m| m.len()).ok();
+        let text_file = !is_stdio(&self.trace) && !is_parquet(&self.trace);
+        let (Some(size), true) = (size.filter(|&s| s > 0), text_file) else {
+            return Ok((self.open()?, progress));
+        };
+        let bytes = Arc::new(AtomicU64::new(0));
+        let file = File::open(&self.trace).map_err(|source| reblock_trace::TraceError::Io {
+            path: self.trace.clone(),
+            source,
+        })?;
+        let counted = Counted {
+            inner: file,
+            bytes: bytes.clone(),
+        };
+        let input = BufReader::with_capacity(1 << 20, counted);
+        let mut reader = TraceReader::from_reader(Box::new(input), &self.trace, &self.options())?;
+        reader.set_time_order(self.time_order());
+        let fraction = move || Some(bytes.load(Ordering::Relaxed) as f64 / size as f64);
+        Ok((reader, progress.with_fraction(Box::new(fraction))))
+    }
+}
+
+/// True when the file starts with the Parquet magic (read whole into memory otherwise).
+fn is_parquet(path: &Path) -> bool {
+    let mut magic = [0u8; 4];
+    File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok_and(|_| &magic == b"PAR1")
 }
 
 /// Tells the user, on stderr, which lines `--skip-bad` skipped and how many requests were

@@ -78,6 +78,10 @@ struct Counters {
     steps_done: AtomicU64,
     steps_refused: AtomicU64,
     commits: AtomicU64,
+    /// Pages copied home -> BOPT by reconfiguration (incoming pages).
+    promotions: AtomicU64,
+    /// NBD connections open now.
+    connections: AtomicU64,
 }
 
 struct State {
@@ -164,6 +168,18 @@ pub struct Status {
     pub replan: Option<crate::replan::ReplanStatus>,
     /// The persistent backing-store error that turned the export read-only, if any.
     pub io_failure: Option<String>,
+    /// Seconds since the engine opened the image.
+    pub uptime_s: f64,
+    /// NBD connections open now.
+    pub connections: u64,
+    /// Reads served entirely from home (`reads - read_hits`).
+    pub read_misses: u64,
+    /// Share of the write buffer's pages holding absorbed writes, 0..1.
+    pub write_buffer_fill: f64,
+    /// Dirty BOPT pages: what destaging (or detach) still has to copy home.
+    pub destage_backlog_pages: u64,
+    /// Pages promoted (copied home -> BOPT) by reconfiguration since the engine opened.
+    pub promotions: u64,
 }
 
 /// Why a plan was not taken up.
@@ -818,6 +834,11 @@ impl Engine {
             }
         }
         self.counters.steps_done.fetch_add(1, Relaxed);
+        if let Step::Copy(op) = step {
+            if op.kind == CopyKind::Incoming {
+                self.counters.promotions.fetch_add(op.pages(), Relaxed);
+            }
+        }
         if frees {
             let snap = self.snapshot(&c);
             self.persist(&mut c, snap)?;
@@ -1041,6 +1062,8 @@ impl Engine {
         let hits = self.counters.read_hits.load(Relaxed);
         let writes = self.counters.writes.load(Relaxed);
         let flushes = self.counters.flushes.load(Relaxed);
+        let wb_pages = self.layout.write_buffer_pages;
+        let wb_used = st.ind.segments().write_buffer_valid();
         Status {
             data_bytes: self.layout.data_bytes,
             page_bytes: self.layout.page_bytes,
@@ -1051,7 +1074,7 @@ impl Engine {
             map_heap_bytes: map.heap_bytes() as u64,
             mapped_write_buffer_pages: st.ind.segments().write_buffer_valid(),
             dirty_pages,
-            mode: format!("{:?}", st.ind.mode()).to_lowercase(),
+            mode: mode_name(st.ind.mode(), map.len()),
             read_only: self.is_read_only(),
             needs_check: self.needs_check.load(Relaxed),
             requests_served: reads + writes + flushes,
@@ -1075,6 +1098,25 @@ impl Engine {
             recovery: self.recovery.clone(),
             replan: lock(&self.replan).clone(),
             io_failure: lock(&self.io_failure).clone(),
+            uptime_s: self.epoch.elapsed().as_secs_f64(),
+            connections: self.counters.connections.load(Relaxed),
+            read_misses: reads.saturating_sub(hits),
+            write_buffer_fill: if wb_pages == 0 {
+                0.0
+            } else {
+                f64::from(wb_used) / f64::from(wb_pages)
+            },
+            destage_backlog_pages: dirty_pages,
+            promotions: self.counters.promotions.load(Relaxed),
+        }
+    }
+
+    /// The NBD server opened (`true`) or closed a connection (for `status`).
+    pub fn count_connection(&self, opened: bool) {
+        if opened {
+            self.counters.connections.fetch_add(1, Relaxed);
+        } else {
+            self.counters.connections.fetch_sub(1, Relaxed);
         }
     }
 
@@ -1082,6 +1124,15 @@ impl Engine {
     pub fn set_replan_status(&self, s: crate::replan::ReplanStatus) {
         *lock(&self.replan) = Some(s);
     }
+}
+
+/// The mode `status` reports: the indirector's, except that a finished detach (nothing
+/// left mapped) reads "detached" rather than "detaching".
+fn mode_name(mode: Mode, mapped_pages: u32) -> String {
+    if mode == Mode::Detaching && mapped_pages == 0 {
+        return "detached".into();
+    }
+    format!("{mode:?}").to_lowercase()
 }
 
 /// BOPT slot ranges a step touches (their segments' summaries change).
@@ -1156,5 +1207,8 @@ impl reblock_nbd::Export for Engine {
     }
     fn preferred_block_bytes(&self) -> u32 {
         self.layout.page_bytes
+    }
+    fn connection_changed(&self, opened: bool) {
+        self.count_connection(opened);
     }
 }

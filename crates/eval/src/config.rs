@@ -212,6 +212,9 @@ pub enum DataArea {
     /// The trace's address range (its highest end, page aligned): a disk just large
     /// enough for the data, so the BOPT sits close to it.
     Trace,
+    /// A given number of sectors (page aligned up): the traced device's size from the
+    /// trace's metadata, or `--data-area SIZE`.
+    Sectors(u64),
 }
 
 impl DataArea {
@@ -219,10 +222,14 @@ impl DataArea {
         match s.trim() {
             "device" => Ok(DataArea::Device),
             "trace" => Ok(DataArea::Trace),
-            other => Err(bad(
-                "data-area",
-                format!("`{other}`: expected device or trace"),
-            )),
+            other => parse_size_bytes("data-area", other)
+                .map(|bytes| DataArea::Sectors(bytes.div_ceil(512)))
+                .map_err(|_| {
+                    bad(
+                        "data-area",
+                        format!("`{other}`: expected device, trace or a size (8G, 500MiB)"),
+                    )
+                }),
         }
     }
 }

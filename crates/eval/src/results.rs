@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use reblock_analyze::figures::LogHistogram;
+
 use crate::planner::PlanCost;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,6 +59,10 @@ pub struct PhaseResult {
     /// predictions (with the guard on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admission: Option<Admission>,
+    /// Response times (ns) of this normal phase's requests (the policy's
+    /// `response` summarizes them).
+    #[serde(skip)]
+    pub response_ns: LogHistogram,
 }
 
 /// The layout a reconfiguration leaves in place.
@@ -100,6 +106,29 @@ impl Admission {
     }
 }
 
+/// Response times of the normal phases' requests: percentiles and the CDF the report
+/// draws, in milliseconds (each value a bucket's upper end, within about 9 %).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResponseSummary {
+    pub p50_ms: Option<f64>,
+    pub p95_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    /// (response ms, share of requests at or below).
+    pub cdf_ms: Vec<(f64, f64)>,
+}
+
+impl ResponseSummary {
+    pub fn from_histogram(h: &LogHistogram) -> ResponseSummary {
+        let ms = |ns: f64| ns / 1e6;
+        ResponseSummary {
+            p50_ms: h.quantile(0.50).map(ms),
+            p95_ms: h.quantile(0.95).map(ms),
+            p99_ms: h.quantile(0.99).map(ms),
+            cdf_ms: h.cdf().into_iter().map(|(x, f)| (ms(x), f)).collect(),
+        }
+    }
+}
+
 /// One policy's run over the whole trace.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PolicyResult {
@@ -127,6 +156,9 @@ pub struct PolicyResult {
     pub planning_peak_graph_bytes: u64,
     pub guarded_epochs: u64,
     pub phases: Vec<PhaseResult>,
+    /// Response times over the normal phases.
+    #[serde(default)]
+    pub response: ResponseSummary,
 }
 
 impl PolicyResult {
@@ -154,7 +186,12 @@ impl PolicyResult {
             (!pts.is_empty()).then(|| weighted(pts.into_iter()))
         };
         let plans: Vec<&PlanCost> = phases.iter().filter_map(|p| p.plan.as_ref()).collect();
+        let mut response_ns = LogHistogram::default();
+        for p in &normal {
+            response_ns.merge(&p.response_ns);
+        }
         PolicyResult {
+            response: ResponseSummary::from_histogram(&response_ns),
             busy_time_s: normal_busy + reconfig_busy,
             normal_busy_time_s: normal_busy,
             reconfig_busy_time_s: reconfig_busy,

@@ -260,6 +260,7 @@ impl<'a> Runner<'a> {
             guard_epochs: guarded.len() as u64,
             guarded_epochs: guarded.iter().filter(|&&g| g).count() as u64,
             admission: None,
+            response_ns: m.response_ns.clone(),
         }
     }
 
@@ -503,5 +504,6 @@ fn reconfig_phase(
         guard_epochs: 0,
         guarded_epochs: 0,
         admission: None,
+        response_ns: Default::default(),
     }
 }

@@ -68,6 +68,7 @@ pub fn prepare(
     let data_sectors = match cfg.data_area {
         DataArea::Device => room,
         DataArea::Trace => trace_end.div_ceil(ps).max(1) * ps,
+        DataArea::Sectors(n) => n.div_ceil(ps).max(1) * ps,
     };
     if data_sectors > room && !cfg.wrap {
         return Err(EvalError::Setup(format!(

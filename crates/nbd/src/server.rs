@@ -435,7 +435,9 @@ fn finish_handshake(
                 workers: config.workers_per_connection,
                 worker_budget: &shared.worker_budget,
             };
+            session.export.connection_changed(true);
             let ended = transmission::serve(reader, writer, &ctx);
+            session.export.connection_changed(false);
             tracing::debug!("nbd: connection {id} ended: {ended:?}");
         }
         Ok(HandshakeEnd::Aborted) => tracing::debug!("nbd: connection {id} aborted"),

@@ -5,12 +5,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use reblock_analyze::units;
 use reblock_analyze::{analyze_trace, sidecar, Analysis, Config, Interval};
 use reblock_trace::TraceReader;
 
 use crate::input::{report_bad_lines, TraceInput};
+use crate::progress::Progress;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -22,7 +22,7 @@ pub struct Args {
     /// Also write an HTML report (index.html plus SVG plots) into this directory.
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
-    /// Page size the statistics count in: bytes, or with a K/M suffix (seed 000 uses 4 KiB).
+    /// Page size the statistics count in: bytes, or with a K/M suffix (BORG uses 4 KiB).
     #[arg(long, default_value = "4096", value_parser = units::parse_size_bytes)]
     pub page_size: u64,
     /// Working-set interval: a duration (`1d`, `1h`, `30m`, `10s`), a plain N for every N
@@ -49,7 +49,7 @@ pub fn run(args: Args) -> Result<()> {
             args.page_size
         );
     }
-    let mut reader = args.input.open()?;
+    let (mut reader, mut progress) = args.input.open_with_progress("analyzing")?;
     // A Parquet trace may carry the device size in its metadata (docs/parquet.md).
     let footer_bytes = reader
         .parquet_meta()
@@ -65,8 +65,9 @@ pub fn run(args: Args) -> Result<()> {
         idle_threshold_ns: args.idle_threshold,
         burst_window_ns: args.burst_window,
     };
-    let mut analysis = analyze(&mut reader, config, spinner())?;
+    let mut analysis = analyze(&mut reader, config, &mut progress)?;
     analysis.record_time_order(reader.time_order(), reader.order_stats());
+    progress.finish();
     report_bad_lines(&reader);
     if analysis.requests == 0 {
         bail!(
@@ -91,23 +92,13 @@ pub fn interval(spec: &str, meta: Option<&sidecar::Sidecar>) -> Result<Interval>
     sidecar::interval(spec, meta).map_err(anyhow::Error::msg)
 }
 
-fn spinner() -> ProgressBar {
-    let pb = ProgressBar::new_spinner();
-    pb.set_style(
-        ProgressStyle::with_template("{spinner} analyzing: {human_pos} requests ({per_sec})")
-            .expect("valid template"),
-    );
-    pb
-}
-
 /// Streams every request of `reader` through the analyzer, ticking `progress`.
 pub fn analyze(
     reader: &mut TraceReader,
     config: Config,
-    progress: ProgressBar,
+    progress: &mut Progress,
 ) -> Result<Analysis> {
     let analysis = analyze_trace(reader, config, |n| progress.set_position(n))?;
-    progress.finish_and_clear();
     Ok(analysis)
 }
 

@@ -16,10 +16,10 @@ use reblock_trace::Trace;
 /// The flags of the array evaluation; `--array` switches `evaluate` to it.
 #[derive(clap::Args, Debug, Default)]
 pub struct ArrayArgs {
-    /// Evaluate the parallel-array layout optimizer (seed 003) on an array with an
+    /// Evaluate the parallel-array layout optimizer (dynamic data layout for parallel I/O) on an array with an
     /// explicit block-to-disk placement instead of BORG-style policies: `ssd:14` (the
-    /// Samsung K9XXG08UXM SSD of seed 003), `hdd:100` (Cheetah 15K.5, write cache off so
-    /// writes show their media latency as in seed 003), or `NxDEVICE` (`8xhdd:barracuda`,
+    /// Samsung K9XXG08UXM SSD of that paper), `hdd:100` (Cheetah 15K.5, write cache off so
+    /// writes show their media latency as in that paper), or `NxDEVICE` (`8xhdd:barracuda`,
     /// `100xhdd:cheetah15k5` for write-back). Policies are then static, parallel and
     /// parallel-hdd.
     #[arg(
@@ -41,10 +41,10 @@ pub struct ArrayArgs {
         requires = "array"
     )]
     pub initial: String,
-    /// Share of the trace that trains the optimizer; the rest is replayed (seed 003 §V).
+    /// Share of the trace that trains the optimizer; the rest is replayed (as the paper's evaluation).
     #[arg(long, default_value_t = 0.5, value_name = "F", requires = "array")]
     pub train_fraction: f64,
-    /// Minimum supports of the mined pairs, one run per value (seed 003 Tables II, III).
+    /// Minimum supports of the mined pairs, one run per value (the paper studies cost against support).
     #[arg(
         long,
         default_value = "1,5,10",
@@ -52,18 +52,18 @@ pub struct ArrayArgs {
         requires = "array"
     )]
     pub support: String,
-    /// Sessions (seed 003 §IV-A): `request` (the blocks of one request) or a time window
+    /// Sessions (requests mined together for correlated pairs): `request` (the blocks of one request) or a time window
     /// of arrivals handled together (`100us`, `1ms`).
     #[arg(long, default_value = "100us", value_name = "S", requires = "array")]
     pub session: String,
-    /// Which requests the miner watches: reads, writes or both (seed 003 §V-B1).
+    /// Which requests the miner watches: reads, writes or both.
     #[arg(long, default_value = "both", value_name = "OPS", requires = "array")]
     pub mine: String,
-    /// Block size: the unit placed on a disk (seed 003 used 512 B blocks).
+    /// Block size: the unit placed on a disk (the paper used 512 B blocks).
     #[arg(long, default_value = "512", value_name = "SIZE", requires = "array")]
     pub block_size: String,
-    /// Largest group of sequential blocks the HDD optimization (parallel-hdd, seed 003
-    /// §IV-E) places as one vertex.
+    /// Largest group of sequential blocks the HDD optimization (parallel-hdd: sequential
+    /// blocks grouped for disks) places as one vertex.
     #[arg(long, default_value = "64KiB", value_name = "SIZE", requires = "array")]
     pub max_group: String,
     /// Capacity W of a disk in the optimizer's colouring (Algorithm 1's bin size): no

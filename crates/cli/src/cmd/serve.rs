@@ -96,7 +96,7 @@ pub struct Args {
     /// than this goes straight home instead of into the write buffer. The write buffer
     /// turns scattered small writes into sequential ones; a large write is sequential
     /// already and absorbing it only costs a destage copy later. `0` absorbs every
-    /// write that fits, as seed 001 Algorithm 5 is written [default: 256K].
+    /// write that fits, as the dissertation's indirection algorithm is written [default: 256K].
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub sequential_cutoff: Option<u64>,
     /// Re-plan online with this policy (vanilla, hot, borg, dlr-seq): the served requests

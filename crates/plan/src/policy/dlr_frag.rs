@@ -18,7 +18,7 @@ impl Policy for DlrFrag {
         "dlr-frag"
     }
     fn about(&self) -> &'static str {
-        "dlr-seq's order laid into the pages the workload already uses (seed 002 §6.1)"
+        "dlr-seq's order laid into the pages the workload already uses (the self-optimizing file system's fragmented layout)"
     }
     fn capabilities(&self) -> super::Capabilities {
         super::Capabilities {

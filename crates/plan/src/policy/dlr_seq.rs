@@ -22,7 +22,7 @@ impl Policy for DlrSeq {
         "dlr-seq"
     }
     fn about(&self) -> &'static str {
-        "greedy layout from the middle of a contiguous region outwards (seed 002 Figure 6)"
+        "greedy layout from the middle of a contiguous region outwards (the self-optimizing file system's placement)"
     }
     fn capabilities(&self) -> super::Capabilities {
         super::Capabilities {

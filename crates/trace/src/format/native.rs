@@ -29,7 +29,7 @@ impl LineFormat for Native {
     }
 
     fn describe(&self) -> &'static str {
-        "<ts_ns> <pid> <command> <sector> <sectors> <R|W> [device] (seed 002 profiler format)"
+        "<ts_ns> <pid> <command> <sector> <sectors> <R|W> [device] (the self-optimizing file system's profiler format)"
     }
 
     fn sniff(&self, lines: &[&str]) -> bool {
