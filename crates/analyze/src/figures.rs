@@ -171,6 +171,14 @@ impl FigureData {
                 row.command = if n.is_empty() { "-".into() } else { n.into() };
             }
         }
+        // Ties by name, not by id: ids follow the order a reader met the names (a
+        // dictionary column's order in Parquet), so the same trace would list its
+        // equally busy commands differently by format.
+        self.commands.sort_by(|a, b| {
+            b.requests
+                .cmp(&a.requests)
+                .then_with(|| a.command.cmp(&b.command))
+        });
     }
 }
 

@@ -33,7 +33,9 @@ fn subcommands() -> Vec<String> {
     let text = String::from_utf8(out.stdout).unwrap();
     let list = text.split("Commands:").nth(1).expect("a Commands: section");
     let list = list.split("\n\n").next().unwrap();
+    // A command's line is indented two spaces; a wrapped description is indented more.
     list.lines()
+        .filter(|l| l.starts_with("  ") && !l.starts_with("   "))
         .filter_map(|l| l.split_whitespace().next())
         .filter(|c| *c != "help")
         .map(str::to_string)
