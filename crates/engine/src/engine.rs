@@ -777,16 +777,50 @@ impl Engine {
     /// never reused while the durable map still names it. Returns false when the step
     /// was stale and refused (seed 001 §3.5.2).
     pub fn run_step(&self, step: &Step) -> io::Result<bool> {
+        Ok(self.run_steps(std::slice::from_ref(step))? == 1)
+    }
+
+    /// Executes copy steps under one hold of the gate, then commits once if any of them
+    /// freed slots: a destage of a write-buffer segment filled by random writes is one
+    /// single-page step per page, and a commit per step (three fdatasyncs with every
+    /// foreground request on hold) made destaging the bottleneck of random writes. The
+    /// gate is held until the commit, so no freed slot is reused before the durable map
+    /// stops naming it; after a failed step the steps already applied are still
+    /// committed. Returns the number of steps run (stale ones are refused and skipped).
+    pub fn run_steps(&self, steps: &[Step]) -> io::Result<usize> {
         if self.is_read_only() {
             return Err(rofs());
         }
         let mut c = lock(&self.commit);
         let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
-        if let Err(e) = lock(&self.state).ind.validate(step) {
-            tracing::debug!(error = %e, "step refused");
-            self.counters.steps_refused.fetch_add(1, Relaxed);
-            return Ok(false);
+        let (mut done, mut frees) = (0, false);
+        let mut ran = Ok(());
+        for step in steps {
+            if let Err(e) = lock(&self.state).ind.validate(step) {
+                tracing::debug!(error = %e, "step refused");
+                self.counters.steps_refused.fetch_add(1, Relaxed);
+                continue;
+            }
+            ran = self.copy_and_apply(step);
+            if ran.is_err() {
+                break;
+            }
+            frees |= match step {
+                Step::Drop(_) => true,
+                Step::Copy(op) => matches!(op.kind, CopyKind::Evict | CopyKind::Relocate),
+            };
+            done += 1;
         }
+        if frees {
+            let snap = self.snapshot(&c);
+            self.persist(&mut c, snap)?;
+        }
+        ran.map(|()| done)
+    }
+
+    /// Copies one validated step's pages and applies its map effect. Called with the
+    /// commit lock and the gate held.
+    fn copy_and_apply(&self, step: &Step) -> io::Result<()> {
         if let Step::Copy(op) = step {
             let mut buf = vec![0u8; op.bytes(&self.geo) as usize];
             let mut at = 0usize;
@@ -817,20 +851,14 @@ impl Engine {
                 .bytes_moved
                 .fetch_add(buf.len() as u64, Relaxed);
         }
-        let frees = match step {
-            Step::Drop(_) => true,
-            Step::Copy(op) => matches!(op.kind, CopyKind::Evict | CopyKind::Relocate),
-        };
-        {
-            let mut st = lock(&self.state);
-            st.ind
-                .apply(step)
-                .map_err(|e| io::Error::other(e.to_string()))?;
-            for run in step_bopt_runs(step) {
-                for slot in run.0..run.1 {
-                    let seg = self.geo.segment_of(slot) as usize;
-                    st.dirty_segments[seg] = true;
-                }
+        let mut st = lock(&self.state);
+        st.ind
+            .apply(step)
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        for run in step_bopt_runs(step) {
+            for slot in run.0..run.1 {
+                let seg = self.geo.segment_of(slot) as usize;
+                st.dirty_segments[seg] = true;
             }
         }
         self.counters.steps_done.fetch_add(1, Relaxed);
@@ -839,11 +867,7 @@ impl Engine {
                 self.counters.promotions.fetch_add(op.pages(), Relaxed);
             }
         }
-        if frees {
-            let snap = self.snapshot(&c);
-            self.persist(&mut c, snap)?;
-        }
-        Ok(true)
+        Ok(())
     }
 
     /// Bytes copied by background steps so far.
@@ -882,12 +906,7 @@ impl Engine {
             }
             st.ind.destage_oldest(self.opts.max_copy_pages)
         };
-        let mut n = 0;
-        for s in &steps {
-            self.run_step(s)?;
-            n += 1;
-        }
-        Ok(n)
+        self.run_steps(&steps)
     }
 
     fn after_reconfig_step(&self, ok: bool) {
