@@ -527,12 +527,21 @@ pub fn summary_rows(a: &Analysis) -> Vec<(&'static str, String)> {
             ),
         ),
         (
-            "unique bytes",
+            "unique bytes, sector-exact",
             format!(
-                "{} ({} pages of {})",
+                "{} of {} requested",
                 format_bytes(a.unique_bytes),
+                format_bytes(a.total_bytes)
+            ),
+        ),
+        (
+            "unique bytes, page-rounded",
+            format!(
+                "{} ({} pages of {}) of {} in pages touched",
+                format_bytes(a.page_rounded.unique_bytes),
                 a.pages.unique_pages,
-                format_bytes(a.page_bytes)
+                format_bytes(a.page_bytes),
+                format_bytes(a.page_rounded.total_bytes)
             ),
         ),
         (
@@ -557,8 +566,22 @@ pub fn timing_rows(a: &Analysis) -> Vec<(&'static str, String)> {
     let t = &a.timing;
     let ia = &t.interarrival_ns;
     let b = &t.bursts;
+    let order = match (t.sorted, t.reorder_window_ns) {
+        (true, _) => "sorted whole".to_string(),
+        (false, Some(w)) => format!("reorder window {}", format_ns(w)),
+        (false, None) => "as given".to_string(),
+    };
     vec![
         ("duration", format_ns(t.duration_ns)),
+        (
+            "time order",
+            format!(
+                "{order}: {} request(s) out of order ({} moved, by up to {})",
+                t.out_of_order,
+                t.reordered,
+                format_ns(t.max_lateness_ns)
+            ),
+        ),
         (
             "inter-arrival mean / p50 / p95 / p99",
             format!(
