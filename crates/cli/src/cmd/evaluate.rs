@@ -145,6 +145,7 @@ pub fn run(args: Args) -> Result<()> {
         requests.push(r);
     }
     report_bad_lines(&reader);
+    reblock_sim::require_single_device(requests.iter().map(|r| r.device))?;
     let trace = args.input.trace.display().to_string();
     let points = 1 + sweep
         .as_ref()
@@ -197,6 +198,7 @@ fn run_array(spec: &str, args: &Args) -> Result<()> {
             args.input.trace.display()
         );
     }
+    reblock_sim::require_single_device(trace.device.iter().copied())?;
     let name = args.input.trace.display().to_string();
     evaluate_array::run(&cfg, &trace, &name, args.report.as_ref(), args.json)
 }
