@@ -52,8 +52,10 @@ impl Segment {
 pub struct Cache {
     segments: Vec<Segment>,
     pub segment_sectors: u32,
-    pub read_hit_overhead_ns: f64,
     pub write_caching: bool,
+    /// Write all cached writes to the media before serving a command that does not
+    /// append to them (DiskSim's "Fast write level 2").
+    pub flush_before_non_append: bool,
     /// Cached writes not yet on the media (empty without write caching).
     pub dirty: WriteBuffer,
     clock: u64,
@@ -62,17 +64,12 @@ pub struct Cache {
 }
 
 impl Cache {
-    pub fn new(
-        segments: u32,
-        segment_sectors: u32,
-        read_hit_overhead_ns: f64,
-        write_caching: bool,
-    ) -> Cache {
+    pub fn new(segments: u32, segment_sectors: u32, write_caching: bool) -> Cache {
         Cache {
             segments: vec![Segment::default(); segments as usize],
             segment_sectors,
-            read_hit_overhead_ns,
             write_caching,
+            flush_before_non_append: false,
             dirty: WriteBuffer::new(segments as u64 * segment_sectors as u64),
             clock: 0,
             pending: None,
@@ -173,6 +170,8 @@ pub struct WriteBuffer {
     index: BTreeMap<(u64, u32), u64>,
     sectors: u64,
     limit: u64,
+    /// Most writes waiting at once (the drive's write segments).
+    max_writes: usize,
 }
 
 /// How many queued extents before a read's start [`WriteBuffer::covers`] looks at.
@@ -182,8 +181,48 @@ impl WriteBuffer {
     pub fn new(limit: u64) -> WriteBuffer {
         WriteBuffer {
             limit,
+            max_writes: usize::MAX,
             ..WriteBuffer::default()
         }
+    }
+
+    /// At most `n` writes wait at once (DiskSim's "Maximum number of write segments"):
+    /// a write that would be one more waits for a write-back, unless it appends.
+    pub fn set_max_writes(&mut self, n: usize) {
+        self.max_writes = n.max(1);
+    }
+
+    pub fn max_writes(&self) -> usize {
+        self.max_writes
+    }
+
+    /// Whether a write-segment limit bounds the writes waiting (then the drive orders
+    /// them nearest first: few enough to compare).
+    pub fn bounded(&self) -> bool {
+        self.max_writes != usize::MAX
+    }
+
+    /// Replaces the waiting writes with `writes` (the same writes in a new order).
+    pub fn reorder(&mut self, writes: Vec<DevRequest>) {
+        while self.pop().is_some() {}
+        for w in writes {
+            self.push(w);
+        }
+    }
+
+    /// Adds `req`, which starts where the newest waiting write ends, to that write (the
+    /// drive combines sequential writes into one segment and one media access).
+    pub fn append(&mut self, req: DevRequest) {
+        let number = self.popped + self.queue.len() as u64 - 1;
+        let newest = self.queue.back_mut().expect("a waiting write to append to");
+        let old = (newest.sector, newest.sectors);
+        newest.sectors += req.sectors;
+        let new = (newest.sector, newest.sectors);
+        if self.index.get(&old) == Some(&number) {
+            self.index.remove(&old);
+        }
+        self.index.insert(new, number);
+        self.sectors += req.sectors as u64;
     }
 
     /// Most sectors it holds: the cache's size.
@@ -198,6 +237,11 @@ impl WriteBuffer {
 
     pub fn len(&self) -> usize {
         self.queue.len()
+    }
+
+    /// End (exclusive) of the newest waiting write: a write starting there appends.
+    pub fn newest_end(&self) -> Option<u64> {
+        self.queue.back().map(|r| r.sector + r.sectors as u64)
     }
 
     pub fn is_empty(&self) -> bool {

@@ -29,7 +29,7 @@
 use crate::cache::Cache;
 use crate::energy::{Activity, PowerModel};
 use crate::geometry::{Geometry, Location};
-use crate::params::{HddParams, LoadedModel, ModelParams};
+use crate::params::{HddParams, LoadedModel, ModelParams, OverheadParams};
 use crate::seek::SeekModel;
 use crate::{DevRequest, Device, Drain, Service};
 
@@ -46,8 +46,11 @@ pub struct Hdd {
     head_switch_ns: f64,
     settle_ns: f64,
     write_settle_ns: f64,
-    overhead_read_ns: f64,
-    overhead_write_ns: f64,
+    overheads: Overheads,
+    /// Commands the drive's own queue holds (1: no queue).
+    queue_depth: usize,
+    /// Whether the last command served was a write (overheads depend on it).
+    last_write: bool,
     cache: Option<Cache>,
     power: Option<PowerModel>,
     activity: Activity,
@@ -57,6 +60,47 @@ pub struct Hdd {
     write_back: (f64, f64),
     /// End of the last service: busy time is counted up to here.
     served_until_ns: f64,
+}
+
+/// Controller time per command in ns, indexed `[write][hit][after write]`.
+#[derive(Clone, Copy, Debug)]
+struct Overheads([[[f64; 2]; 2]; 2]);
+
+impl Overheads {
+    fn from_params(p: &HddParams) -> Overheads {
+        let o = p.overheads.unwrap_or_else(|| {
+            let (read, write) = (p.overhead_read_ms, p.overhead_write_ms);
+            let hit = p.cache.as_ref().map_or(read, |c| c.read_hit_overhead_ms);
+            OverheadParams {
+                read_hit_after_read_ms: hit,
+                read_hit_after_write_ms: hit,
+                read_miss_after_read_ms: read,
+                read_miss_after_write_ms: read,
+                write_hit_after_read_ms: write,
+                write_hit_after_write_ms: write,
+                write_miss_after_read_ms: write,
+                write_miss_after_write_ms: write,
+            }
+        });
+        Overheads(
+            [
+                [
+                    [o.read_miss_after_read_ms, o.read_miss_after_write_ms],
+                    [o.read_hit_after_read_ms, o.read_hit_after_write_ms],
+                ],
+                [
+                    [o.write_miss_after_read_ms, o.write_miss_after_write_ms],
+                    [o.write_hit_after_read_ms, o.write_hit_after_write_ms],
+                ],
+            ]
+            .map(|a| a.map(|b| b.map(|ms| ms * 1e6))),
+        )
+    }
+
+    #[inline]
+    fn ns(&self, write: bool, hit: bool, after_write: bool) -> f64 {
+        self.0[write as usize][hit as usize][after_write as usize]
+    }
 }
 
 /// The timing of one media access.
@@ -79,7 +123,7 @@ enum Plan {
     /// A media access starting at `start_ns`.
     Media { start_ns: f64, media: Media },
     /// A write taken into the cache (`absorbed`: it rewrites data still waiting there).
-    Cached { absorbed: bool },
+    Cached { absorbed: bool, appends: bool },
 }
 
 /// The write-backs of cached writes a service runs: in the idle time before it, and to
@@ -122,12 +166,12 @@ impl Hdd {
         let seek = SeekModel::new(&p.seek, seek_points, cylinders);
         let geom = Geometry::new(p, seek.seek_ns(1) / 1e6);
         let cache = p.cache.as_ref().filter(|c| c.enabled).map(|c| {
-            Cache::new(
-                c.segments,
-                c.segment_sectors,
-                c.read_hit_overhead_ms * 1e6,
-                c.write_caching,
-            )
+            let mut cache = Cache::new(c.segments, c.segment_sectors, c.write_caching);
+            cache.flush_before_non_append = c.flush_before_non_append;
+            if let Some(n) = c.write_segments {
+                cache.dirty.set_max_writes(n as usize);
+            }
+            cache
         });
         Hdd {
             name: format!("hdd:{}", p.name),
@@ -137,8 +181,9 @@ impl Hdd {
             head_switch_ns: p.head_switch_ms * 1e6,
             settle_ns: p.settle_ms * 1e6,
             write_settle_ns: p.write_settle_ms * 1e6,
-            overhead_read_ns: p.overhead_read_ms * 1e6,
-            overhead_write_ns: p.overhead_write_ms * 1e6,
+            overheads: Overheads::from_params(p),
+            queue_depth: p.queue.as_ref().map_or(1, |q| q.depth as usize),
+            last_write: false,
             cache,
             power: p.power.as_ref().map(PowerModel::from),
             activity: Activity::default(),
@@ -325,15 +370,18 @@ impl Hdd {
         let start = start_ns as f64;
         let end_sector = req.sector + req.sectors as u64;
         let mut wb = self.idle_write_backs(start);
-        let overhead = if req.write {
-            self.overhead_write_ns
-        } else {
-            self.overhead_read_ns
-        };
+        let after_write = self.last_write;
+        let mut overhead = self.overheads.ns(req.write, false, after_write);
         if let Some(c) = self.cache.as_ref() {
+            let flushed = self.flush_before(c, req, start, &mut wb);
+            // Cache work waits for a flush (its busy time belongs to this service) and
+            // for the command overhead, whichever ends later.
+            let flush_end = if flushed { wb.last.1 } else { start };
+            let ready = |overhead: f64| (start + overhead).max(flush_end) - start;
             if !req.write {
+                let hit_overhead = self.overheads.ns(false, true, after_write);
                 if c.dirty.covers(req.sector, end_sector, wb.count) {
-                    let s = service(c.read_hit_overhead_ns, 0.0, 0.0, 0.0, &wb, 0, true);
+                    let s = service(ready(hit_overhead), 0.0, 0.0, 0.0, &wb, 0, true);
                     return (s, wb, Plan::Hit(None));
                 }
                 let found = c.find(req.sector, end_sector).filter(|&i| {
@@ -346,24 +394,35 @@ impl Hdd {
                 if let Some(i) = found {
                     // A hit waits for read-ahead that has not reached its sectors yet.
                     let wait = (c.segment(i).ready_ns(end_sector) - start).max(0.0);
-                    let s = service(c.read_hit_overhead_ns, 0.0, 0.0, wait, &wb, 0, true);
+                    let s = service(ready(hit_overhead), 0.0, 0.0, wait, &wb, 0, true);
                     return (s, wb, Plan::Hit(Some(i)));
                 }
             } else if c.write_caching && (req.sectors as u64) <= c.dirty.limit() {
+                overhead = self.overheads.ns(true, true, after_write);
                 let absorbed = c.dirty.covers(req.sector, end_sector, wb.count);
-                let mut acked = start + overhead;
+                let mut acked = start + ready(overhead);
+                let mut appends = false;
                 if !absorbed {
                     // Full: write back the oldest until this write fits.
                     let mut waiting = c.dirty.sectors() - wb.sectors;
-                    while waiting + req.sectors as u64 > c.dirty.limit() {
+                    let mut writes = c.dirty.len() - wb.count;
+                    appends = writes > 0 && c.dirty.newest_end() == Some(req.sector);
+                    while waiting + req.sectors as u64 > c.dirty.limit()
+                        || (!appends && writes >= c.dirty.max_writes())
+                    {
                         let w = c.dirty.get(wb.count).expect("waiting data to write back");
                         acked = self.write_back_next(&mut wb, start + overhead, w).1;
                         waiting -= w.sectors as u64;
+                        writes -= 1;
+                        appends &= writes > 0;
                     }
                 }
                 let s = service(acked - start, 0.0, 0.0, 0.0, &wb, 0, false);
-                return (s, wb, Plan::Cached { absorbed });
+                return (s, wb, Plan::Cached { absorbed, appends });
             }
+        }
+        if let Some(c) = self.cache.as_ref().filter(|c| c.dirty.bounded()) {
+            self.write_back_nearer(c, req, start + overhead, &mut wb);
         }
         // A media access waits for a write-back in progress.
         let media_start = (start + overhead).max(wb.last.1);
@@ -387,6 +446,79 @@ impl Hdd {
             media,
         };
         (s, wb, plan)
+    }
+
+    /// Positioning time (seek and rotational wait) of `req` from `from` at `t_ns`.
+    fn reach_ns(&self, t_ns: f64, from: (u32, u32), req: &DevRequest) -> f64 {
+        let m = self.media(t_ns, from, req);
+        m.seek_ns + m.rotate_ns
+    }
+
+    /// The drive schedules its waiting writes with its queue, nearest first: before the
+    /// media access of `req` at `at_ns`, writes back each next waiting write that is
+    /// nearer than `req` (the cached writes are kept in nearest-first order).
+    fn write_back_nearer(&self, c: &Cache, req: &DevRequest, at_ns: f64, wb: &mut WriteBacks) {
+        while let Some(w) = c.dirty.get(wb.count) {
+            let t = at_ns.max(wb.last.1);
+            let from = if wb.count > 0 {
+                wb.head
+            } else {
+                self.head_at(t)
+            };
+            if self.reach_ns(t, from, w) >= self.reach_ns(t, from, req) {
+                break;
+            }
+            self.write_back_next(wb, at_ns, w);
+        }
+    }
+
+    /// Orders the waiting writes nearest first from where the head will be at the end of
+    /// the last service (a greedy chain, each from where the previous leaves the head).
+    fn order_write_backs(&mut self) {
+        let Some(c) = self
+            .cache
+            .as_ref()
+            .filter(|c| c.dirty.len() > 1 && c.dirty.bounded())
+        else {
+            return;
+        };
+        let mut left: Vec<DevRequest> = (0..c.dirty.len())
+            .filter_map(|i| c.dirty.get(i).copied())
+            .collect();
+        let mut ordered = Vec::with_capacity(left.len());
+        // The next write-back starts after the next command's overhead at the earliest.
+        let next_overhead = self.overheads.ns(true, true, self.last_write);
+        let mut t = self.write_back.1.max(self.served_until_ns + next_overhead);
+        let mut from = (self.cyl, self.head);
+        while !left.is_empty() {
+            let (i, m) = left
+                .iter()
+                .map(|w| self.media(t, from, w))
+                .enumerate()
+                .min_by(|a, b| {
+                    (a.1.seek_ns + a.1.rotate_ns).total_cmp(&(b.1.seek_ns + b.1.rotate_ns))
+                })
+                .expect("a write left");
+            ordered.push(left.swap_remove(i));
+            (t, from) = (m.end_ns, m.end);
+        }
+        if let Some(c) = self.cache.as_mut() {
+            c.dirty.reorder(ordered);
+        }
+    }
+
+    /// With DiskSim's "Fast write level 2", writes all cached writes to the media from
+    /// `start` on unless `req` is a write appending to the newest of them.
+    /// Returns whether it wrote any.
+    fn flush_before(&self, c: &Cache, req: &DevRequest, start: f64, wb: &mut WriteBacks) -> bool {
+        if !c.flush_before_non_append || (req.write && c.dirty.newest_end() == Some(req.sector)) {
+            return false;
+        }
+        let before = wb.count;
+        while let Some(w) = c.dirty.get(wb.count) {
+            self.write_back_next(wb, start, w);
+        }
+        wb.count > before
     }
 
     /// Applies the write-backs of a plan.
@@ -417,6 +549,7 @@ impl Hdd {
         plan: Plan,
     ) {
         self.commit_write_backs(wb);
+        self.last_write = req.write;
         self.served_until_ns = (start_ns + s.total_ns) as f64;
         let end_sector = req.sector + req.sectors as u64;
         let capacity = self.geom.capacity_sectors();
@@ -426,10 +559,12 @@ impl Hdd {
                     c.touch(i);
                 }
             }
-            Plan::Cached { absorbed } => {
+            Plan::Cached { absorbed, appends } => {
                 if let Some(c) = self.cache.as_mut() {
                     c.invalidate(req.sector, end_sector);
-                    if !absorbed {
+                    if appends {
+                        c.dirty.append(*req);
+                    } else if !absorbed {
                         c.dirty.push(*req);
                     }
                 }
@@ -454,6 +589,7 @@ impl Hdd {
                 self.activity.transfer_ns += media.transfer_ns as u64;
             }
         }
+        self.order_write_backs();
     }
 
     /// Cached writes waiting to be written back, in sectors.
@@ -530,6 +666,14 @@ impl Device for Hdd {
     }
     fn head_key(&self) -> u64 {
         self.cyl as u64
+    }
+    fn queue_depth(&self) -> usize {
+        self.queue_depth
+    }
+    /// Waits (command overhead, write-backs, seek, rotation) without the transfer.
+    fn positioning_ns(&self, start_ns: u64, req: &DevRequest) -> u64 {
+        let s = self.plan(start_ns, req).0;
+        s.total_ns - s.transfer_ns
     }
     fn energy_j(&self, elapsed_ns: u64) -> Option<f64> {
         self.power.map(|p| p.energy_j(elapsed_ns, self.activity))

@@ -84,6 +84,21 @@ pub trait Device: Send {
     fn position_key(&self, sector: u64) -> u64;
     /// The position key where the head is now.
     fn head_key(&self) -> u64;
+    /// Commands the device holds at once (its own queue, behind the host's); 1: none.
+    fn queue_depth(&self) -> usize {
+        1
+    }
+    /// Whether every command it holds is in service at once, each waiting only for the
+    /// parts it needs (flash elements), rather than one at a time in the order of
+    /// shortest positioning time (a disk's queue).
+    fn serves_in_parallel(&self) -> bool {
+        false
+    }
+    /// Time before `req`'s data would start to move if it started at `start_ns` (seek
+    /// plus rotational wait for a disk): what a drive's queue serves shortest first.
+    fn positioning_ns(&self, start_ns: u64, req: &DevRequest) -> u64 {
+        self.estimate_ns(start_ns, req)
+    }
     /// Energy in joules spent over `elapsed_ns` of wall time, of which the services so far
     /// were busy; `None` when the model has no power figures.
     fn energy_j(&self, elapsed_ns: u64) -> Option<f64>;

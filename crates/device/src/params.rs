@@ -131,8 +131,55 @@ pub struct HddParams {
     pub seek: SeekParams,
     #[serde(default)]
     pub cache: Option<CacheParams>,
+    /// The drive's own command queue; absent: one command at a time (no queue).
+    #[serde(default)]
+    pub queue: Option<QueueParams>,
+    /// Per-command overheads by kind; absent: `overhead_read_ms` / `overhead_write_ms`
+    /// for media accesses and the cache's `read_hit_overhead_ms` for read hits.
+    #[serde(default)]
+    pub overheads: Option<OverheadParams>,
     #[serde(default)]
     pub power: Option<PowerParams>,
+}
+
+impl OverheadParams {
+    /// (key, value) of every overhead, for validation.
+    fn named(&self) -> [(&'static str, f64); 8] {
+        [
+            ("read_hit_after_read_ms", self.read_hit_after_read_ms),
+            ("read_hit_after_write_ms", self.read_hit_after_write_ms),
+            ("read_miss_after_read_ms", self.read_miss_after_read_ms),
+            ("read_miss_after_write_ms", self.read_miss_after_write_ms),
+            ("write_hit_after_read_ms", self.write_hit_after_read_ms),
+            ("write_hit_after_write_ms", self.write_hit_after_write_ms),
+            ("write_miss_after_read_ms", self.write_miss_after_read_ms),
+            ("write_miss_after_write_ms", self.write_miss_after_write_ms),
+        ]
+    }
+}
+
+/// The drive's command queue: it holds up to `depth` commands from the host and serves
+/// the one it can reach first (shortest positioning time: seek plus rotational wait).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueParams {
+    pub depth: u32,
+}
+
+/// Controller time per command (ms) before any media work, by what the command is and
+/// what the previous command was (DiskSim's "Read hit over. after read" and the like). A
+/// write "hit" is one taken into the write cache, a "miss" one written through.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverheadParams {
+    pub read_hit_after_read_ms: f64,
+    pub read_hit_after_write_ms: f64,
+    pub read_miss_after_read_ms: f64,
+    pub read_miss_after_write_ms: f64,
+    pub write_hit_after_read_ms: f64,
+    pub write_hit_after_write_ms: f64,
+    pub write_miss_after_read_ms: f64,
+    pub write_miss_after_write_ms: f64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -206,6 +253,16 @@ pub struct CacheParams {
     pub read_hit_overhead_ms: f64,
     #[serde(default)]
     pub write_caching: bool,
+    /// Before serving any command that does not append to the cached writes, write them
+    /// all to the media first (DiskSim's "Fast write level 2"). Off by default: cached
+    /// writes wait until the drive is idle or the cache is full.
+    #[serde(default)]
+    pub flush_before_non_append: bool,
+    /// Most writes waiting in the cache at once (DiskSim's "Maximum number of write
+    /// segments"; a write appending to the newest joins it). Default: no limit but the
+    /// cache's size in sectors.
+    #[serde(default)]
+    pub write_segments: Option<u32>,
 }
 
 fn yes() -> bool {
@@ -250,12 +307,20 @@ pub struct SsdParams {
     /// GC starts when an element has fewer free blocks than this.
     #[serde(default = "two")]
     pub gc_free_blocks: u32,
+    /// Commands the device accepts at once (its queue); all of them are in service
+    /// together, each waiting only for the flash elements it needs. Default 1.
+    #[serde(default = "one")]
+    pub queue_depth: u32,
     #[serde(default)]
     pub power: Option<SsdPowerParams>,
 }
 
 fn two() -> u32 {
     2
+}
+
+fn one() -> u32 {
+    1
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -452,6 +517,14 @@ fn validate(file: &str, params: &ModelParams) -> Result<(), ModelError> {
                 positive("cache.segment_sectors", c.segment_sectors as f64)?;
                 non_negative("cache.read_hit_overhead_ms", c.read_hit_overhead_ms)?;
             }
+            if let Some(q) = &h.queue {
+                positive("queue.depth", q.depth as f64)?;
+            }
+            if let Some(o) = &h.overheads {
+                for (k, v) in o.named() {
+                    non_negative(&format!("overheads.{k}"), v)?;
+                }
+            }
             if h.layout.kind == LayoutKind::Serpentine {
                 let band = h.layout.band_cylinders.ok_or_else(|| {
                     key_err(
@@ -486,6 +559,7 @@ fn validate(file: &str, params: &ModelParams) -> Result<(), ModelError> {
                 ("blocks_per_plane", s.blocks_per_plane),
                 ("pages_per_block", s.pages_per_block),
                 ("page_bytes", s.page_bytes),
+                ("queue_depth", s.queue_depth),
             ] {
                 positive(k, v as f64)?;
             }

@@ -41,6 +41,10 @@ pub struct Ssd {
     bus_ns_per_byte: f64,
     overhead_ns: f64,
     gc_free_blocks: u32,
+    queue_depth: usize,
+    /// Start times (ns) of the host-interface transfers booked, each `overhead_ns` long:
+    /// the interface is one, shared by all elements.
+    host_bus: std::collections::BTreeSet<u64>,
     busy_until_ns: Vec<f64>,
     ftl: Vec<Option<Box<ElementFtl>>>,
     stats: FlashStats,
@@ -151,6 +155,8 @@ impl Ssd {
             bus_ns_per_byte: p.bus_ns_per_byte,
             overhead_ns: p.overhead_us * 1e3,
             gc_free_blocks: p.gc_free_blocks.max(1),
+            queue_depth: p.queue_depth.max(1) as usize,
+            host_bus: Default::default(),
             busy_until_ns: vec![0.0; elements as usize],
             ftl: vec![None; elements as usize],
             stats: FlashStats::default(),
@@ -171,10 +177,10 @@ impl Ssd {
         self.logical_pages.div_ceil(self.elements as u64) as u32
     }
 
-    /// Host-visible cost of one page operation moving `bytes` over the bus.
+    /// Element time of one page operation moving `bytes` over the element's bus.
     fn page_ns(&self, write: bool, bytes: u64) -> f64 {
         let flash = if write { self.program_ns } else { self.read_ns };
-        self.overhead_ns + flash + bytes as f64 * self.bus_ns_per_byte
+        flash + bytes as f64 * self.bus_ns_per_byte
     }
 
     /// Writes local page `lpn` of element `e`; returns the GC time it triggered.
@@ -252,7 +258,32 @@ impl Ssd {
             done = done.max(t);
         }
         self.last_sector = end;
-        done - start
+        self.book_host_bus(start, done) - start
+    }
+
+    /// Books the host interface for `overhead_ns` in its first free gap from `ready_ns`;
+    /// returns when the transfer ends. Bookings that ended before `now_ns` are dropped
+    /// (every later request starts after it).
+    fn book_host_bus(&mut self, now_ns: f64, ready_ns: f64) -> f64 {
+        let len = self.overhead_ns.round() as u64;
+        if len == 0 {
+            return ready_ns;
+        }
+        while let Some(&first) = self.host_bus.first() {
+            if (first + len) as f64 > now_ns {
+                break;
+            }
+            self.host_bus.pop_first();
+        }
+        let mut at = ready_ns.round() as u64;
+        for &b in self.host_bus.range(at.saturating_sub(len) + 1..) {
+            if b >= at + len {
+                break;
+            }
+            at = at.max(b + len);
+        }
+        self.host_bus.insert(at);
+        (at + len) as f64
     }
 }
 
@@ -287,13 +318,19 @@ impl Device for Ssd {
             }
             done = done.max(t);
         }
-        (done - start).round() as u64
+        (done - start + self.overhead_ns).round() as u64
     }
     fn position_key(&self, sector: u64) -> u64 {
         sector
     }
     fn head_key(&self) -> u64 {
         self.last_sector
+    }
+    fn queue_depth(&self) -> usize {
+        self.queue_depth
+    }
+    fn serves_in_parallel(&self) -> bool {
+        true
     }
     fn energy_j(&self, elapsed_ns: u64) -> Option<f64> {
         self.power.map(|p| p.energy_j(elapsed_ns, self.activity))

@@ -272,19 +272,19 @@ fn a_rotationally_optimal_child_waits_less_than_a_sector() {
 
 #[test]
 fn write_caching_acknowledges_from_the_cache_and_still_pays_the_write_back() {
-    let mut d = hdd("cheetah15k5");
+    let mut d = hdd("wd2500aaks");
     d.set_head(0);
     let w = d.service(0, &write(200_000_000, 8));
     assert_eq!(w.total_ns, 0, "overhead 0: acknowledged from the cache");
     assert_eq!(d.dirty_sectors(), 8);
     // Reading the data back while it waits in the cache is a hit.
     let hit = d.service(0, &read(200_000_000, 8));
-    assert!(hit.cache_hit && hit.total_ns == 162_000, "{hit:?}");
+    assert!(hit.cache_hit && hit.total_ns == 100_000, "{hit:?}");
 
     // The idle drive writes the data back at once: 1 ms later a media read waits for
     // that write-back to finish (reported as overhead); the 1 ms before the read is
     // busy time outside the read's service.
-    let mut d = hdd("cheetah15k5");
+    let mut d = hdd("wd2500aaks");
     d.set_head(0);
     let w = d.service(0, &write(200_000_000, 8));
     let r = d.service(1_000_000, &read(0, 8));
@@ -294,7 +294,7 @@ fn write_caching_acknowledges_from_the_cache_and_still_pays_the_write_back() {
     assert_eq!(d.drain().busy_ns, 0, "nothing left to write back");
     // Busy time is exactly the media work of writing through and then reading.
     let busy = w.total_ns + r.background_ns + r.total_ns;
-    let mut nc = hdd("cheetah15k5").without_cache();
+    let mut nc = hdd("wd2500aaks").without_cache();
     nc.set_head(0);
     let w_nc = nc.service(0, &write(200_000_000, 8));
     assert!(
@@ -372,7 +372,7 @@ fn cached_writes_are_charged_their_write_back_in_busy_time() {
     // 1.2x, caching never costs noticeably more media time than writing through; down
     // to 0.5x leaves room for a drive that reorders its write-backs to seek less, which
     // is a real gain, but cannot remove the rotation and transfer that dominate.
-    for name in ["cheetah15k5", "wd2500aaks", "wd360gd"] {
+    for name in ["wd2500aaks", "wd360gd"] {
         let on = hdd(name);
         let off = hdd(name).without_cache();
         let reqs = random_writes(&on, 2_000, 8, 7);
@@ -393,12 +393,12 @@ fn cached_writes_are_charged_their_write_back_in_busy_time() {
 
 #[test]
 fn a_write_burst_larger_than_the_cache_waits_for_write_back_once_it_is_full() {
-    // The Cheetah's cache holds 32 x 1200 sectors: 4800 writes of 8 sectors. 7000 of
-    // them 0.1 ms apart, much faster than the ~5.8 ms each write-back takes: the first
+    // This drive's cache holds 16 x 2048 sectors: 4096 writes of 8 sectors. 7000 of
+    // them 0.1 ms apart, much faster than the ~13 ms each write-back takes: the first
     // ones are acknowledged at once, then the cache is full and each write waits for a
     // write-back, so the responses grow with the backlog.
-    let mut d = hdd("cheetah15k5");
-    let limit = 32 * 1200;
+    let mut d = hdd("wd2500aaks");
+    let limit = 16 * 2048;
     let reqs = random_writes(&d, 7_000, 8, 11);
     let (mut free_ns, mut responses) = (0u64, Vec::new());
     for (i, r) in reqs.iter().enumerate() {
@@ -409,11 +409,11 @@ fn a_write_burst_larger_than_the_cache_waits_for_write_back_once_it_is_full() {
         assert!(d.dirty_sectors() <= limit, "{}", d.dirty_sectors());
     }
     let mean_ms = |v: &[u64]| v.iter().sum::<u64>() as f64 / v.len() as f64 / 1e6;
-    // The drive writes back ~1 in 58 arrivals meanwhile: full after ~4880 writes.
+    // The drive writes back ~1 in 130 arrivals meanwhile: full after ~4130 writes.
     assert!(
-        mean_ms(&responses[..4_500]) < 0.01,
+        mean_ms(&responses[..3_900]) < 0.01,
         "{}",
-        mean_ms(&responses[..4_500])
+        mean_ms(&responses[..3_900])
     );
     let (a, b, c) = (
         mean_ms(&responses[5_000..5_500]),
@@ -422,6 +422,36 @@ fn a_write_burst_larger_than_the_cache_waits_for_write_back_once_it_is_full() {
     );
     assert!(a > 100.0 && a < b && b < c, "{a} {b} {c}");
     assert_eq!(d.dirty_sectors(), limit, "still full at the end");
+}
+
+#[test]
+fn the_cheetahs_write_segments_pace_a_write_burst_at_the_media_with_nearest_first_write_back() {
+    // DiskSim's package: full fast write with 11 write segments. 2000 random 4 KiB
+    // writes 0.1 ms apart: at most 11 wait in the cache, so after the first few each
+    // write waits for a write-back and the responses grow with the backlog; the drive
+    // writes back the nearest waiting write first, so it spends less media time per
+    // write than writing through in arrival order (DiskSim: ~3.8 ms per write against
+    // ~6.4 ms).
+    let on = hdd("cheetah15k5");
+    let off = hdd("cheetah15k5").without_write_caching();
+    let reqs = random_writes(&on, 2_000, 8, 7);
+    let mut d = on.clone();
+    let (resp_on, busy_on) = fcfs(&mut d, &reqs, 100_000);
+    let (_, busy_off) = fcfs(&mut off.clone(), &reqs, 100_000);
+    let per_write_ms = busy_on as f64 / 2_000.0 / 1e6;
+    assert!(
+        (3.0..4.8).contains(&per_write_ms),
+        "{per_write_ms} ms per write"
+    );
+    assert!(busy_on < busy_off * 4 / 5, "{busy_on} vs {busy_off}");
+    assert!(
+        resp_on[1_999] > 100 * resp_on[20],
+        "{} {}",
+        resp_on[1_999],
+        resp_on[20]
+    );
+    // The first writes are acknowledged after the write-hit overhead alone.
+    assert_eq!(resp_on[0], 276_000);
 }
 
 #[test]

@@ -188,7 +188,11 @@ fn write_cache_off_makes_writes_wait_for_the_media() {
     let mut through = parse_spec("hdd:cheetah15k5:write-cache=off").unwrap();
     let fast = back.members[0].service(0, &w).total_ns;
     let slow = through.members[0].service(0, &w).total_ns;
-    assert!(fast < 100_000, "write-back acknowledges at once: {fast} ns");
+    // At once: after the package's write-hit overhead (0.276 ms after a read) alone.
+    assert!(
+        fast <= 276_000,
+        "write-back acknowledges at once: {fast} ns"
+    );
     assert!(
         slow > 1_000_000,
         "write-through waits for the media: {slow} ns"

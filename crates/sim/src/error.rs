@@ -27,6 +27,17 @@ pub enum SimError {
         sectors: u32,
         capacity_sectors: u64,
     },
+    #[error(
+        "the trace addresses {count} devices (its device column holds {first} and {other}, \
+         ...); each needs its own layout, and merging them onto one device would be wrong: \
+         split the trace by its device column and run once per device (`simulate` replays \
+         each device on its own model)"
+    )]
+    SeveralDevices {
+        count: usize,
+        first: u32,
+        other: u32,
+    },
     #[error("invalid simulation setting: {0}")]
     Config(String),
     #[error("{}: {source}", path.display())]

@@ -14,8 +14,10 @@ pub mod source;
 
 pub use error::SimError;
 pub use mapper::{Identity, Mapper};
-pub use metrics::{DeviceReport, Phase, PhaseReport, Report, Summary, Window, WindowReport};
+pub use metrics::{
+    DeviceReport, Phase, PhaseReport, Report, Summary, TraceDeviceReport, Window, WindowReport,
+};
 pub use per_request::PerRequestWriter;
-pub use replay::{Completion, Config, Observer, Pacing, Replay};
+pub use replay::{Completion, Config, DeviceFactory, Observer, Pacing, Replay};
 pub use scheduler::SchedulerKind;
-pub use source::{Interleave, IterSource, Source, Submission, TraceSource};
+pub use source::{require_single_device, Interleave, IterSource, Source, Submission, TraceSource};

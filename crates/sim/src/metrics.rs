@@ -195,6 +195,8 @@ pub struct Summary {
 pub struct DeviceReport {
     pub member: usize,
     pub name: String,
+    /// The trace device it served, when each trace device had its own model.
+    pub trace_device: Option<u32>,
     pub busy_time_s: f64,
     /// Busy time over the replay's duration (to the end of the work it still owed after
     /// the last request, if later).
@@ -213,6 +215,18 @@ pub struct DeviceReport {
     pub non_sequential_fraction: f64,
     pub cache_hit_fraction: f64,
     pub energy_j: Option<f64>,
+}
+
+/// The figures of one device of the trace, served by its own model (`members`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TraceDeviceReport {
+    /// The trace's device number (MSR disk number, SPC ASU, blkparse major:minor packed
+    /// as `major << 20 | minor`, or the native device column).
+    pub trace_device: u32,
+    /// Indices into `devices` of the members that served it.
+    pub members: Vec<usize>,
+    #[serde(flatten)]
+    pub summary: Summary,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -246,12 +260,17 @@ pub struct Report {
     /// Sum over members; `None` when a member's model has no power figures.
     pub energy_j: Option<f64>,
     pub devices: Vec<DeviceReport>,
+    /// Per device of the trace (its device column), when each had its own model; empty
+    /// when the whole trace was replayed on one.
+    pub trace_devices: Vec<TraceDeviceReport>,
     pub phases: Vec<PhaseReport>,
     pub windows: Vec<WindowReport>,
 }
 
 struct DeviceAcc {
     name: String,
+    trace_device: Option<u32>,
+    group: usize,
     busy_ns: u64,
     /// When the member finished its work after the last I/O (see `record_drain`).
     end_ns: u64,
@@ -265,6 +284,8 @@ pub(crate) struct Metrics {
     window: Option<Window>,
     windows: Vec<Acc>,
     devices: Vec<DeviceAcc>,
+    /// Per array of members (one per trace device when replayed per device).
+    groups: Vec<(Option<u32>, Acc)>,
 }
 
 /// Windows keep fewer digits: there may be thousands of them.
@@ -274,22 +295,30 @@ const OVERALL_DIGITS: u8 = 3;
 const DEVICE_DIGITS: u8 = 2;
 
 impl Metrics {
-    pub(crate) fn new(device_names: Vec<String>, window: Option<Window>) -> Metrics {
+    pub(crate) fn new(window: Option<Window>) -> Metrics {
         Metrics {
             overall: Acc::new(OVERALL_DIGITS),
             phases: [Acc::new(OVERALL_DIGITS), Acc::new(OVERALL_DIGITS)],
             window,
             windows: Vec::new(),
-            devices: device_names
-                .into_iter()
-                .map(|name| DeviceAcc {
-                    name,
-                    busy_ns: 0,
-                    end_ns: 0,
-                    acc: Acc::new(DEVICE_DIGITS),
-                })
-                .collect(),
+            devices: Vec::new(),
+            groups: Vec::new(),
         }
+    }
+
+    /// A member device of group `group` (groups are added in order, from 0).
+    pub(crate) fn add_device(&mut self, name: String, trace_device: Option<u32>, group: usize) {
+        if self.groups.len() <= group {
+            self.groups.push((trace_device, Acc::new(OVERALL_DIGITS)));
+        }
+        self.devices.push(DeviceAcc {
+            name,
+            trace_device,
+            group,
+            busy_ns: 0,
+            end_ns: 0,
+            acc: Acc::new(DEVICE_DIGITS),
+        });
     }
 
     /// The window of a request that arrived at `arrival_ns` as the `index`-th (from 0).
@@ -310,8 +339,16 @@ impl Metrics {
         Some(&mut self.windows[w])
     }
 
-    pub(crate) fn record_response(&mut self, phase: Phase, window: u32, write: bool, ns: u64) {
+    pub(crate) fn record_response(
+        &mut self,
+        phase: Phase,
+        window: u32,
+        group: usize,
+        write: bool,
+        ns: u64,
+    ) {
         self.overall.record_response(write, ns);
+        self.groups[group].1.record_response(write, ns);
         self.phases[phase.index()].record_response(write, ns);
         if let Some(acc) = self.window_mut(window) {
             acc.record_response(write, ns);
@@ -332,6 +369,7 @@ impl Metrics {
         let dev = &mut self.devices[member];
         dev.busy_ns += svc.total_ns + svc.background_ns;
         dev.acc.record_io(svc, non_sequential);
+        self.groups[dev.group].1.record_io(svc, non_sequential);
         if let Some(acc) = self.window_mut(window) {
             acc.record_io(svc, non_sequential);
         }
@@ -388,6 +426,7 @@ impl Metrics {
                 DeviceReport {
                     member,
                     name: d.name.clone(),
+                    trace_device: d.trace_device,
                     busy_time_s: d.busy_ns as f64 / NS_PER_S,
                     utilization: ratio(d.busy_ns, makespan_ns.max(d.end_ns)),
                     ios: s.ios,
@@ -416,6 +455,7 @@ impl Metrics {
             makespan_s,
             merged_ios,
             energy_j,
+            trace_devices: self.trace_device_reports(),
             devices,
             phases: Phase::ALL
                 .iter()
@@ -426,6 +466,30 @@ impl Metrics {
                 .collect(),
             windows: self.window_reports(),
         }
+    }
+
+    /// Per trace device: its requests' figures, its members' busy time.
+    fn trace_device_reports(&self) -> Vec<TraceDeviceReport> {
+        let mut out: Vec<TraceDeviceReport> = self
+            .groups
+            .iter()
+            .enumerate()
+            .filter_map(|(g, (trace_device, acc))| {
+                let members: Vec<usize> = (0..self.devices.len())
+                    .filter(|&m| self.devices[m].group == g)
+                    .collect();
+                let busy_ns: u64 = members.iter().map(|&m| self.devices[m].busy_ns).sum();
+                let mut summary = acc.summary();
+                summary.busy_time_s = busy_ns as f64 / NS_PER_S;
+                Some(TraceDeviceReport {
+                    trace_device: (*trace_device)?,
+                    members,
+                    summary,
+                })
+            })
+            .collect();
+        out.sort_by_key(|r| r.trace_device);
+        out
     }
 
     fn window_reports(&self) -> Vec<WindowReport> {

@@ -91,6 +91,8 @@ struct Logical {
     member: u32,
     extents_left: usize,
     window: u32,
+    /// The group (trace device) serving it.
+    group: u32,
 }
 
 /// One physical extent of a logical request, working through its array phases.
@@ -116,8 +118,18 @@ struct InService {
 
 struct Member {
     dev: Box<dyn Device>,
+    /// The host's queue (the configured scheduler).
     queue: Queue,
-    busy: Option<InService>,
+    /// The device's own queue: commands taken from the host's queue, up to the device's
+    /// depth, served shortest positioning time first (unused by parallel devices).
+    drive: Vec<Queued>,
+    depth: usize,
+    parallel: bool,
+    /// I/Os in service: at most one, or up to `depth` on a parallel device.
+    in_service: Slab<InService>,
+    /// End of the busy period so far (busy time of a parallel device is the union of
+    /// its I/Os' service intervals).
+    busy_until_ns: u64,
     prev_end: Option<u64>,
     dirty: bool,
     served_ns: u64,
@@ -129,26 +141,46 @@ impl Member {
     /// current service plus the queue, each queued I/O counted at this member's mean
     /// service time so far (or at `est_ns` before it has served anything).
     fn backlog_ns(&self, now_ns: u64, est_ns: u64) -> u64 {
-        let rest = self.busy.as_ref().map_or(0, |b| b.done_ns - now_ns);
+        let rest = self
+            .in_service
+            .iter()
+            .map(|(_, b)| b.done_ns - now_ns)
+            .max()
+            .unwrap_or(0);
         let per_io = self
             .served_ns
             .checked_div(self.served_ios)
             .unwrap_or(est_ns);
-        rest + per_io * self.queue.len() as u64
+        let waiting = (self.queue.len() + self.drive.len()) as u64;
+        rest + per_io * waiting / self.depth.max(1) as u64
     }
+}
+
+/// Builds the array and member devices for one device of the trace.
+pub type DeviceFactory = Box<dyn FnMut() -> (Box<dyn Array>, Vec<Box<dyn Device>>) + Send>;
+
+/// One array of members serving one device of the trace (or the whole trace).
+struct Group {
+    array: Box<dyn Array>,
+    /// Index of its first member in `Replay::members`.
+    first_member: usize,
 }
 
 /// A replay of submissions on an array of modelled devices.
 pub struct Replay {
-    array: Box<dyn Array>,
+    groups: Vec<Group>,
+    /// With a factory: one group per trace device, made when the device first appears.
+    factory: Option<DeviceFactory>,
+    /// Trace device -> group (per-device replays only).
+    group_of: rustc_hash::FxHashMap<u32, usize>,
     members: Vec<Member>,
     mapper: Box<dyn Mapper>,
     config: Config,
     logical: Slab<Logical>,
     extents: Slab<Extent>,
     ops: Slab<Op>,
-    /// Device completions: (time, member). At most one per member.
-    events: BinaryHeap<Reverse<(u64, usize)>>,
+    /// Device completions: (time, member, slot in the member's `in_service`).
+    events: BinaryHeap<Reverse<(u64, usize, usize)>>,
     dirty: Vec<usize>,
     metrics: Metrics,
     ts0_ns: Option<u64>,
@@ -186,24 +218,13 @@ impl Replay {
             }
             _ => {}
         }
-        let names = devices.iter().map(|d| d.name().to_string()).collect();
-        let members = devices
-            .into_iter()
-            .map(|dev| Member {
-                dev,
-                queue: Queue::new(config.scheduler, config.max_merge_sectors),
-                busy: None,
-                prev_end: None,
-                dirty: false,
-                served_ns: 0,
-                served_ios: 0,
-            })
-            .collect();
-        Ok(Replay {
-            array,
-            members,
+        let mut replay = Replay {
+            groups: Vec::new(),
+            factory: None,
+            group_of: Default::default(),
+            members: Vec::new(),
             mapper: Box::new(Identity),
-            metrics: Metrics::new(names, config.window),
+            metrics: Metrics::new(config.window),
             config,
             logical: Slab::new(),
             extents: Slab::new(),
@@ -216,7 +237,71 @@ impl Replay {
             admitted: 0,
             refill: 0,
             scratch: Vec::new(),
-        })
+        };
+        replay.add_group(array, devices, None);
+        Ok(replay)
+    }
+
+    /// A replay that gives every device of the trace (its device column) its own array,
+    /// made by `factory` when the device first appears: no device's requests ever land
+    /// on another's model. The report has per-device figures and the total.
+    pub fn per_trace_device(factory: DeviceFactory, config: Config) -> Result<Replay, SimError> {
+        let mut factory = factory;
+        let (array, devices) = factory();
+        let mut replay = Replay::new(array, devices, config)?;
+        // The first group is only a template until a device claims it.
+        replay.groups.clear();
+        replay.members.clear();
+        replay.metrics = Metrics::new(replay.config.window);
+        replay.factory = Some(factory);
+        Ok(replay)
+    }
+
+    /// Adds an array and its members (for `trace_device`, if per device).
+    fn add_group(
+        &mut self,
+        array: Box<dyn Array>,
+        devices: Vec<Box<dyn Device>>,
+        trace_device: Option<u32>,
+    ) -> usize {
+        let first_member = self.members.len();
+        let group = self.groups.len();
+        self.groups.push(Group {
+            array,
+            first_member,
+        });
+        for dev in devices {
+            self.metrics
+                .add_device(dev.name().to_string(), trace_device, group);
+            self.members.push(Member {
+                depth: dev.queue_depth().max(1),
+                parallel: dev.serves_in_parallel(),
+                dev,
+                queue: Queue::new(self.config.scheduler, self.config.max_merge_sectors),
+                drive: Vec::new(),
+                in_service: Slab::new(),
+                busy_until_ns: 0,
+                prev_end: None,
+                dirty: false,
+                served_ns: 0,
+                served_ios: 0,
+            });
+        }
+        group
+    }
+
+    /// The group serving trace device `device`, made on its first request.
+    fn group_for(&mut self, device: u32) -> usize {
+        let Some(factory) = self.factory.as_mut() else {
+            return 0;
+        };
+        if let Some(&g) = self.group_of.get(&device) {
+            return g;
+        }
+        let (array, devices) = factory();
+        let g = self.add_group(array, devices, Some(device));
+        self.group_of.insert(device, g);
+        g
     }
 
     /// Replaces the identity layout with `mapper` (e.g. the layout's indirector).
@@ -235,6 +320,13 @@ impl Replay {
         match self.config.pacing {
             Pacing::Open { speed } => self.run_open(speed, source, observer)?,
             Pacing::Closed { depth } => self.run_closed(depth, source, observer)?,
+        }
+        if self.members.is_empty() {
+            // Nothing arrived: report the template's devices, idle.
+            if let Some(mut factory) = self.factory.take() {
+                let (array, devices) = factory();
+                self.add_group(array, devices, None);
+            }
         }
         let makespan_ns = self.last_completion_ns;
         let merged = self.members.iter().map(|m| m.queue.merges()).sum();
@@ -257,7 +349,7 @@ impl Replay {
     ) -> Result<(), SimError> {
         let mut next = self.pull_open(speed, source)?;
         loop {
-            let t_dev = self.events.peek().map(|Reverse((t, _))| *t);
+            let t_dev = self.events.peek().map(|Reverse((t, _, _))| *t);
             let t_arr = next.as_ref().map(|(t, _)| *t);
             let now_ns = match (t_dev, t_arr) {
                 (Some(d), Some(a)) => d.min(a),
@@ -309,7 +401,7 @@ impl Replay {
                 self.admit(sub, now_ns, observer)?;
             }
             self.dispatch_dirty(now_ns);
-            let Some(&Reverse((t, _))) = self.events.peek() else {
+            let Some(&Reverse((t, _, _))) = self.events.peek() else {
                 return Ok(());
             };
             now_ns = t;
@@ -319,19 +411,19 @@ impl Replay {
 
     /// Completes every device I/O finishing at `now_ns`.
     fn complete_at(&mut self, now_ns: u64, observer: &mut dyn Observer) -> Result<(), SimError> {
-        while let Some(&Reverse((t, member))) = self.events.peek() {
+        while let Some(&Reverse((t, member, slot))) = self.events.peek() {
             if t != now_ns {
                 break;
             }
             self.events.pop();
-            self.complete_io(member, now_ns, observer)?;
+            self.complete_io(member, slot, now_ns, observer)?;
         }
         Ok(())
     }
 
     /// Where `sub` is served: as addressed, or folded modulo the capacity with `--wrap`.
-    fn place(&self, sub: &Submission) -> Result<DevRequest, SimError> {
-        let cap = self.array.capacity_sectors();
+    fn place(&self, group: usize, sub: &Submission) -> Result<DevRequest, SimError> {
+        let cap = self.groups[group].array.capacity_sectors();
         let r = sub.req;
         let end = r.sector.checked_add(u64::from(r.sectors));
         if end.is_some_and(|e| e <= cap) {
@@ -368,7 +460,8 @@ impl Replay {
         now_ns: u64,
         observer: &mut dyn Observer,
     ) -> Result<(), SimError> {
-        let req = self.place(&sub)?;
+        let group = self.group_for(sub.device);
+        let req = self.place(group, &sub)?;
         let window = self.metrics.window_of(now_ns, self.admitted);
         self.admitted += 1;
         let lid = self.logical.insert(Logical {
@@ -379,6 +472,7 @@ impl Replay {
             member: u32::MAX,
             extents_left: 0,
             window,
+            group: group as u32,
         });
         let mut extents = std::mem::take(&mut self.scratch);
         extents.clear();
@@ -391,8 +485,12 @@ impl Replay {
         if extents.is_empty() {
             self.finish_logical(lid, now_ns, observer)?;
         }
+        let first_member = self.groups[group].first_member;
         for e in &extents {
-            let phases = self.array.map(e);
+            let mut phases = self.groups[group].array.map(e);
+            if first_member > 0 {
+                offset_members(&mut phases, first_member);
+            }
             let eid = self.extents.insert(Extent {
                 logical: lid,
                 phases,
@@ -485,8 +583,13 @@ impl Replay {
     ) -> Result<(), SimError> {
         let l = self.logical.remove(lid);
         let response_ns = now_ns - l.arrival_ns;
-        self.metrics
-            .record_response(l.sub.phase, l.window, l.sub.req.write, response_ns);
+        self.metrics.record_response(
+            l.sub.phase,
+            l.window,
+            l.group as usize,
+            l.sub.req.write,
+            response_ns,
+        );
         self.last_completion_ns = self.last_completion_ns.max(now_ns);
         self.refill += 1;
         observer.on_completion(&Completion {
@@ -504,33 +607,66 @@ impl Replay {
         })
     }
 
-    /// Starts the next queued I/O on every idle member that has work.
+    /// Starts queued I/Os on every member that has work and room for it.
     fn dispatch_dirty(&mut self, now_ns: u64) {
         while let Some(member) = self.dirty.pop() {
             self.members[member].dirty = false;
-            if self.members[member].busy.is_none() {
-                self.dispatch(member, now_ns);
+            while let Some(io) = self.next_io(member, now_ns) {
+                self.start_io(member, io, now_ns);
             }
         }
     }
 
-    fn dispatch(&mut self, member: usize, now_ns: u64) {
+    /// The I/O `member` starts now, if it has room and work: a parallel device takes
+    /// the host queue's next while it holds fewer than its depth; a disk, when idle,
+    /// fills its own queue from the host's and serves the command it can reach first.
+    fn next_io(&mut self, member: usize, now_ns: u64) -> Option<Queued> {
         let m = &mut self.members[member];
-        let Some(io) = m.queue.pop(m.dev.head_key()) else {
-            return;
+        if m.parallel {
+            if m.in_service.len() >= m.depth {
+                return None;
+            }
+            return m.queue.pop(m.dev.head_key());
+        }
+        if !m.in_service.is_empty() {
+            return None;
+        }
+        while m.drive.len() < m.depth {
+            let Some(io) = m.queue.pop(m.dev.head_key()) else {
+                break;
+            };
+            m.drive.push(io);
+        }
+        let pick = match m.drive.len() {
+            0 => return None,
+            1 => 0,
+            // Ties go to the oldest command.
+            _ => (0..m.drive.len())
+                .min_by_key(|&i| (m.dev.positioning_ns(now_ns, &m.drive[i].req), i))
+                .unwrap_or(0),
         };
-        let svc = m.dev.service(now_ns, &io.req);
+        Some(m.drive.remove(pick))
+    }
+
+    fn start_io(&mut self, member: usize, io: Queued, now_ns: u64) {
+        let m = &mut self.members[member];
+        let mut svc = m.dev.service(now_ns, &io.req);
         let non_sequential = m.prev_end != Some(io.req.sector);
         m.prev_end = Some(io.req.sector + u64::from(io.req.sectors));
         m.served_ns += svc.total_ns;
         m.served_ios += 1;
         let done_ns = now_ns + svc.total_ns;
-        m.busy = Some(InService {
+        if m.parallel {
+            // Busy time counts each instant once, however many I/Os overlap in it.
+            svc.total_ns = done_ns.saturating_sub(now_ns.max(m.busy_until_ns));
+        }
+        m.busy_until_ns = m.busy_until_ns.max(done_ns);
+        let slot = m.in_service.insert(InService {
             io,
             total_ns: svc.total_ns,
             done_ns,
         });
-        self.events.push(Reverse((done_ns, member)));
+        self.events.push(Reverse((done_ns, member, slot)));
         let mut op = io.first_op;
         let first = self.logical_of(op);
         let (phase, window) = (self.logical[first].sub.phase, self.logical[first].window);
@@ -556,13 +692,11 @@ impl Replay {
     fn complete_io(
         &mut self,
         member: usize,
+        slot: usize,
         now_ns: u64,
         observer: &mut dyn Observer,
     ) -> Result<(), SimError> {
-        let done = self.members[member]
-            .busy
-            .take()
-            .expect("a completion event for a busy member");
+        let done = self.members[member].in_service.remove(slot);
         self.mark_dirty(member);
         let mut op = done.io.first_op;
         let mut left_ns = done.total_ns;
@@ -592,5 +726,19 @@ impl Replay {
             op = next;
         }
         Ok(())
+    }
+}
+
+/// Shifts the member numbers of an array's phases by `first` (the group's first member).
+fn offset_members(phases: &mut reblock_device::Phases, first: usize) {
+    for io in phases.iter_mut().flatten() {
+        match io {
+            MemberIo::At { member, .. } => *member += first,
+            MemberIo::AnyOf(choices) => {
+                for (member, _) in choices.iter_mut() {
+                    *member += first;
+                }
+            }
+        }
     }
 }

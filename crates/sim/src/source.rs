@@ -114,3 +114,24 @@ impl<A: Source, B: Source> Source for Interleave<A, B> {
         })
     }
 }
+
+/// Refuses a trace that addresses more than one device (`devices`: its device column,
+/// request by request): what lays out a single device (evaluate, plan) must not merge
+/// several silently.
+pub fn require_single_device(devices: impl IntoIterator<Item = u32>) -> Result<(), SimError> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut order = Vec::new();
+    for d in devices {
+        if seen.insert(d) {
+            order.push(d);
+        }
+    }
+    match order[..] {
+        [first, other, ..] => Err(SimError::SeveralDevices {
+            count: seen.len(),
+            first,
+            other,
+        }),
+        _ => Ok(()),
+    }
+}

@@ -162,6 +162,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     progress.finish();
     report_bad_lines(&reader);
+    reblock_sim::require_single_device(requests.iter().map(|r| r.device))?;
     let trace = args.input.trace.display().to_string();
     let choice = match &args.device {
         Some(_) => None,
@@ -246,6 +247,7 @@ fn run_array(spec: &str, args: &Args) -> Result<()> {
             args.input.trace.display()
         );
     }
+    reblock_sim::require_single_device(trace.device.iter().copied())?;
     let name = args.input.trace.display().to_string();
     evaluate_array::run(&cfg, &trace, &name, args.report.as_ref(), args.json)
 }

@@ -77,6 +77,7 @@ pub fn run(args: Args) -> Result<()> {
         requests.push(r);
     }
     report_bad_lines(&reader);
+    reblock_sim::require_single_device(requests.iter().map(|r| r.device))?;
     let trace = args.input.trace.display().to_string();
     if requests.is_empty() {
         bail!("{trace}: the trace holds no requests");

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use reblock_sim::{
-    Completion, Config, Observer, Pacing, PerRequestWriter, Replay, Report, SchedulerKind,
-    SimError, Summary, TraceSource, Window,
+    Completion, Config, DeviceFactory, Observer, Pacing, PerRequestWriter, Replay, Report,
+    SchedulerKind, SimError, Summary, TraceSource, Window,
 };
 use serde::Serialize;
 
@@ -19,6 +19,8 @@ pub struct Args {
     /// Device to simulate: a model (`hdd:barracuda`, `hdd:cheetah15k5`, `ssd:k9`), a
     /// parameter file (`drive.toml`), or an array (`raid0:4xhdd:cheetah15k5:stripe=128`,
     /// `raid1:2xssd:k9`, `raid5:5xhdd:cheetah15k5`). A wrong name lists the known ones.
+    /// Every device of the trace (MSR disk number, SPC ASU, blkparse major,minor, the
+    /// native device column) gets its own copy: figures per device and in total.
     #[arg(long, value_name = "SPEC")]
     pub device: String,
     /// Open loop: requests arrive at the trace's timestamps divided by X (BORG's evaluation
@@ -69,7 +71,13 @@ struct Output<'a> {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let built = reblock_device::parse_spec(&args.device)?;
+    // Checked once here for a clear error; each device of the trace gets its own copy.
+    reblock_device::parse_spec(&args.device)?;
+    let spec = args.device.clone();
+    let factory: DeviceFactory = Box::new(move || {
+        let built = reblock_device::parse_spec(&spec).expect("the spec parsed once already");
+        (built.array, built.members)
+    });
     let config = Config {
         pacing: match args.queue_depth {
             Some(depth) => Pacing::Closed { depth },
@@ -82,7 +90,7 @@ pub fn run(args: Args) -> Result<()> {
         window: args.window,
         wrap: args.wrap,
     };
-    let replay = Replay::new(built.array, built.members, config)?;
+    let replay = Replay::per_trace_device(factory, config)?;
     let (reader, bar) = args.input.open_with_progress("simulating")?;
     let mut source = TraceSource::new(reader);
     let per_request = match &args.per_request {
@@ -177,10 +185,12 @@ fn print_table(args: &Args, r: &Report) {
     if let Some(e) = r.energy_j {
         println!("energy               {e:.3} J");
     }
+    print_trace_devices(r);
     println!();
     println!(
-        "{:<6} {:<24} {:>12} {:>6} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}",
+        "{:<6} {:<8} {:<24} {:>12} {:>6} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}",
         "member",
+        "trace",
         "device",
         "busy s",
         "util",
@@ -193,8 +203,9 @@ fn print_table(args: &Args, r: &Report) {
     );
     for d in &r.devices {
         println!(
-            "{:<6} {:<24} {:>12.3} {:>5.1}% {:>10} {:>10.3} {:>10.3} {:>10.1} {:>7.1}% {:>7.1}%",
+            "{:<6} {:<8} {:<24} {:>12.3} {:>5.1}% {:>10} {:>10.3} {:>10.3} {:>10.1} {:>7.1}% {:>7.1}%",
             d.member,
+            d.trace_device.map_or("-".to_string(), |t| t.to_string()),
             d.name,
             d.busy_time_s,
             100.0 * d.utilization,
@@ -207,6 +218,31 @@ fn print_table(args: &Args, r: &Report) {
         );
     }
     print_windows(r);
+}
+
+/// One line per device of the trace (each replayed on its own model), when there are
+/// several; the totals above cover them all.
+fn print_trace_devices(r: &Report) {
+    if r.trace_devices.len() < 2 {
+        return;
+    }
+    println!();
+    println!(
+        "{:<8} {:>10} {:>12} {:>10} {:>10} {:>10}",
+        "trace", "requests", "busy s", "mean ms", "p95 ms", "p99 ms"
+    );
+    for t in &r.trace_devices {
+        let s = &t.summary;
+        println!(
+            "{:<8} {:>10} {:>12.3} {:>10.3} {:>10.3} {:>10.3}",
+            t.trace_device,
+            s.requests,
+            s.busy_time_s,
+            s.mean_response_ms,
+            s.p95_response_ms,
+            s.p99_response_ms
+        );
+    }
 }
 
 fn print_summary(s: &Summary) {

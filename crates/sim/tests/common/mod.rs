@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use reblock_device::{Array, DevRequest, Device, MemberIo, Phases, Service};
+use reblock_device::{Array, DevRequest, Device, Drain, MemberIo, Phases, Service};
 use reblock_sim::{
     Completion, Config, IterSource, Observer, Phase, Replay, Report, SimError, Submission,
 };
@@ -199,4 +199,36 @@ pub fn assert_close(got: f64, want: f64, rel: f64) {
         (got - want).abs() <= rel * want.abs().max(1e-12),
         "got {got}, want {want} (±{rel} relative)"
     );
+}
+
+/// Delegates to a real model and logs what it serves. It keeps the default queue of one
+/// command at a time, whatever the model's own queue.
+pub struct Logged(pub Box<dyn Device>, pub Log);
+
+impl Device for Logged {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn capacity_sectors(&self) -> u64 {
+        self.0.capacity_sectors()
+    }
+    fn service(&mut self, start_ns: u64, req: &DevRequest) -> Service {
+        self.1.lock().unwrap().push((start_ns, *req));
+        self.0.service(start_ns, req)
+    }
+    fn estimate_ns(&self, start_ns: u64, req: &DevRequest) -> u64 {
+        self.0.estimate_ns(start_ns, req)
+    }
+    fn position_key(&self, sector: u64) -> u64 {
+        self.0.position_key(sector)
+    }
+    fn head_key(&self) -> u64 {
+        self.0.head_key()
+    }
+    fn energy_j(&self, elapsed_ns: u64) -> Option<f64> {
+        self.0.energy_j(elapsed_ns)
+    }
+    fn drain(&mut self) -> Drain {
+        self.0.drain()
+    }
 }
