@@ -11,6 +11,7 @@ pub mod per_request;
 pub mod replay;
 pub mod scheduler;
 pub mod source;
+pub mod streams;
 
 pub use error::SimError;
 pub use mapper::{Identity, Mapper};
@@ -19,3 +20,4 @@ pub use per_request::PerRequestWriter;
 pub use replay::{Completion, Config, Observer, Pacing, Replay};
 pub use scheduler::SchedulerKind;
 pub use source::{Interleave, IterSource, Source, Submission, TraceSource};
+pub use streams::{replay_streams, StreamsConfig, StreamsReport};

@@ -14,3 +14,4 @@ pub mod record;
 pub mod serve;
 pub mod simulate;
 pub mod status;
+pub mod tree;
