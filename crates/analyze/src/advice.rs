@@ -273,6 +273,9 @@ pub fn advise(m: &Measures) -> Advice {
         {
             reasons.push("caution: reads dominate and working sets shift; the dissertation reports BORG degrading read-intensive workloads whose working sets change very frequently".to_string());
         }
+        if strategy == Strategy::StaticTree {
+            reasons.push("measure it on your tree-structured data with `reblock tree DOC.xml --device hdd:barracuda --query XPATH`: it reports each query's I/O time on the default and the tree layouts".to_string());
+        }
     }
     Advice {
         strategy,
@@ -318,6 +321,7 @@ mod tests {
         // Read-mostly, uniform, random but repeating, steady: static tree layout scores 4.
         let a = advise(&measures(0.9, 1.0, 0.1, 0.6, 0.25, 0.95));
         assert_eq!(a.strategy, Strategy::StaticTree);
+        assert!(a.reasons.iter().any(|r| r.contains("reblock tree")));
         assert!(a
             .reasons
             .iter()

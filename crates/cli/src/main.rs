@@ -53,6 +53,8 @@ enum Command {
     Formats(cmd::formats::Args),
     /// Analyze a bundled real trace and write its report: the quickest look at reblock.
     Demo(cmd::demo::Args),
+    /// Lay out an XML document on a disk model (default vs tree layouts) and measure queries.
+    Tree(cmd::tree::Args),
 }
 
 fn main() {
@@ -83,6 +85,7 @@ fn main() {
         Command::Pairs(a) => cmd::pairs::run(a),
         Command::Formats(a) => cmd::formats::run(a),
         Command::Demo(a) => cmd::demo::run(a),
+        Command::Tree(a) => cmd::tree::run(a),
     };
     if let Err(e) = result {
         eprintln!("reblock: error: {}", render(&e));

@@ -219,6 +219,11 @@ impl Hdd {
     pub fn seek_model(&self) -> &SeekModel {
         &self.seek
     }
+    /// Command overhead of a read in ns: it passes before the seek starts, so placements
+    /// that aim for a rotational position must count it.
+    pub fn read_overhead_ns(&self) -> f64 {
+        self.overheads.ns(false, false, false)
+    }
     /// One revolution in ns.
     pub fn rotation_ns(&self) -> f64 {
         self.rot_ns
@@ -677,6 +682,9 @@ impl Device for Hdd {
     }
     fn energy_j(&self, elapsed_ns: u64) -> Option<f64> {
         self.power.map(|p| p.energy_j(elapsed_ns, self.activity))
+    }
+    fn as_hdd(&self) -> Option<&Hdd> {
+        Some(self)
     }
     /// Writes back everything still waiting in the cache, as the idle drive does after
     /// its last request.

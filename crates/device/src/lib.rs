@@ -107,6 +107,11 @@ pub trait Device: Send {
     fn drain(&mut self) -> Drain {
         Drain::default()
     }
+    /// The disk model behind this device, for placements that need its geometry (the
+    /// tree layouts' semi-sequential placement); `None` for other devices.
+    fn as_hdd(&self) -> Option<&Hdd> {
+        None
+    }
 }
 
 /// One member I/O of an array request.

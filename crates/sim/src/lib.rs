@@ -11,6 +11,7 @@ pub mod per_request;
 pub mod replay;
 pub mod scheduler;
 pub mod source;
+pub mod streams;
 
 pub use error::SimError;
 pub use mapper::{Identity, Mapper};
@@ -21,3 +22,4 @@ pub use per_request::PerRequestWriter;
 pub use replay::{Completion, Config, DeviceFactory, Observer, Pacing, Replay};
 pub use scheduler::SchedulerKind;
 pub use source::{require_single_device, Interleave, IterSource, Source, Submission, TraceSource};
+pub use streams::{replay_streams, StreamsConfig, StreamsReport};

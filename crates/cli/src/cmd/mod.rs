@@ -15,3 +15,4 @@ pub mod record;
 pub mod serve;
 pub mod simulate;
 pub mod status;
+pub mod tree;
