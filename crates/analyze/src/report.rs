@@ -473,7 +473,11 @@ fn iops(a: &Analysis) -> io::Result<String> {
             })
             .y_label_formatter(&|v| {
                 let r = if log { 10f64.powf(*v) } else { *v };
-                format_count(r.round() as u64)
+                if r < 1.0 {
+                    format!("{r:.2}")
+                } else {
+                    format_count(r.round() as u64)
+                }
             })
             .label_style((FONT, 12))
             .draw()

@@ -191,3 +191,34 @@ fn evaluate_without_a_device_sizes_it_from_the_trace() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--wrap"));
 }
+
+/// The bundled capture lasts about five minutes in five sessions its notes call "days":
+/// the demo's words must not make it a five-day trace.
+#[test]
+fn the_demo_does_not_call_minutes_days() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = reblock()
+        .current_dir(dir.path())
+        .args(["demo", "--out", "r"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("5 sessions"), "{text}");
+    assert!(
+        !text.contains("5 days") && !text.contains("across days"),
+        "{text}"
+    );
+    for svg in [
+        "size_cdf.svg",
+        "interarrival_cdf.svg",
+        "lba_over_time.svg",
+        "iops.svg",
+    ] {
+        let body = std::fs::read_to_string(dir.path().join("r").join(svg)).unwrap();
+        assert!(
+            body.starts_with("<svg") && body.contains("<title>"),
+            "{svg}"
+        );
+    }
+}

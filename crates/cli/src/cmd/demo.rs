@@ -66,7 +66,7 @@ fn drivers(a: &Analysis) -> String {
         let hl = if high { "high" } else { "low" };
         match name {
             "temporal_locality" => format!(
-                "working sets are {} stable across days ({:.0}% overlap)",
+                "working sets are {} stable across sessions ({:.0}% overlap)",
                 if high { "" } else { "not" },
                 v * 100.0
             )
@@ -109,7 +109,7 @@ pub fn summary(a: &Analysis, index: &Path) -> String {
     };
     let locality = reblock_analyze::temporal_locality(&a.intervals).map_or(String::new(), |tl| {
         format!(
-            " Across its {} days, each later day's working set was on average {:.0}% made of pages day 1 had already used.",
+            " The capture has {} sessions, each starting from cold caches (its notes call them days; the whole trace lasts minutes): each later session's working set was on average {:.0}% made of pages the first session had already used.",
             a.intervals.len(),
             tl * 100.0
         )
@@ -122,7 +122,7 @@ Access is skewed: the top 20% of pages take {top20} of all page accesses. \
 {seq} of consecutive requests of a process continue where the last one ended, and {pd} of the non-sequential ones repeat an earlier jump (partial determinism).{locality} \
 Arrivals are bursty (index of dispersion {idc} over 1 s windows, {idle} of idle gaps of 100 ms or more). \
 Advice: {strategy}, because {why} (the dissertation's table of layout strategies by workload attributes; the report lists every attribute). \
-The report with the rank-frequency plot, heat map and working-set chart is at {index}.",
+The report (rank-frequency, heat map, working sets, size and inter-arrival CDFs, addresses over time, IOPS, requests per command) is at {index}.",
         req = a.requests,
         dur = format_ns(a.timing.duration_ns),
         reads = pct(a.read_fraction),
