@@ -60,14 +60,24 @@ fn capacity_sectors(spec: &str) -> Result<u64> {
 
 /// Chooses the data area and the disk for a trace whose requests end at most at
 /// `trace_end_sector`, with a BOPT of `bopt_sectors`.
-pub fn choose(trace: &Path, trace_end_sector: u64, bopt_sectors: u64) -> Result<DeviceChoice> {
-    let meta = sidecar::find(trace)
+/// `footer_sectors` is the device size a Parquet trace's metadata records
+/// (`reblock.device_sectors`); a .meta.json beside the trace wins over it.
+pub fn choose(
+    trace: &Path,
+    trace_end_sector: u64,
+    bopt_sectors: u64,
+    footer_sectors: Option<u64>,
+) -> Result<DeviceChoice> {
+    let sidecar = sidecar::find(trace)
         .map_err(anyhow::Error::msg)?
-        .filter(|m| m.device_bytes.is_some_and(|b| b > 0));
-    let meta_sectors = meta
-        .as_ref()
-        .and_then(|m| m.device_bytes)
-        .map(|b| b.div_ceil(512));
+        .and_then(|m| Some((m.device_bytes.filter(|&b| b > 0)?.div_ceil(512), m.path)));
+    let meta = sidecar
+        .map(|(s, p)| (s, p.display().to_string()))
+        .or_else(|| {
+            let s = footer_sectors.filter(|&s| s > 0)?;
+            Some((s, format!("{} (Parquet metadata)", trace.display())))
+        });
+    let meta_sectors = meta.as_ref().map(|m| m.0);
     let data_sectors = meta_sectors.unwrap_or(0).max(trace_end_sector).max(1);
     let mut last = None;
     for spec in DEFAULT_DISKS {
@@ -86,7 +96,7 @@ fn choice(
     spec: &str,
     capacity: u64,
     data_sectors: u64,
-    meta: Option<&sidecar::Sidecar>,
+    meta: Option<&(u64, String)>,
     wrapped: bool,
 ) -> DeviceChoice {
     DeviceChoice {
@@ -98,7 +108,7 @@ fn choice(
         } else {
             "trace span"
         },
-        metadata_path: meta.map(|m| m.path.display().to_string()),
+        metadata_path: meta.map(|m| m.1.clone()),
         wrapped,
     }
 }
@@ -110,8 +120,23 @@ mod tests {
     const BOPT: u64 = 64 << 11;
 
     #[test]
+    fn parquet_metadata_sizes_the_data_area() {
+        let c = choose(
+            Path::new("/nonexistent/t.parquet"),
+            1_000,
+            BOPT,
+            Some(40_000_000),
+        )
+        .unwrap();
+        assert_eq!(c.data_sectors, 40_000_000);
+        assert_eq!(c.data_area_from, "metadata");
+        assert_eq!(c.device, "hdd:cheetah15k5");
+        assert!(c.metadata_path.unwrap().contains("Parquet metadata"));
+    }
+
+    #[test]
     fn a_small_trace_stays_on_the_barracuda() {
-        let c = choose(Path::new("/nonexistent/t.txt"), 1_000_000, BOPT).unwrap();
+        let c = choose(Path::new("/nonexistent/t.txt"), 1_000_000, BOPT, None).unwrap();
         assert_eq!(c.device, "hdd:barracuda");
         assert_eq!(c.data_sectors, 1_000_000);
         assert_eq!(c.data_area_from, "trace span");
@@ -120,14 +145,14 @@ mod tests {
 
     #[test]
     fn a_trace_past_2_gb_moves_to_a_larger_disk() {
-        let c = choose(Path::new("/nonexistent/t.txt"), 40_000_000, BOPT).unwrap();
+        let c = choose(Path::new("/nonexistent/t.txt"), 40_000_000, BOPT, None).unwrap();
         assert_eq!(c.device, "hdd:cheetah15k5");
         assert!(c.device_capacity_sectors >= c.data_sectors + BOPT);
     }
 
     #[test]
     fn a_trace_larger_than_every_disk_is_folded() {
-        let c = choose(Path::new("/nonexistent/t.txt"), 1 << 40, BOPT).unwrap();
+        let c = choose(Path::new("/nonexistent/t.txt"), 1 << 40, BOPT, None).unwrap();
         assert_eq!(c.device, "hdd:wd2500aaks");
         assert!(c.wrapped);
         assert_eq!(c.data_sectors + BOPT, c.device_capacity_sectors);
@@ -142,7 +167,7 @@ mod tests {
             r#"{"device_sectors": 16777216}"#,
         )
         .unwrap();
-        let c = choose(&trace, 1000, BOPT).unwrap();
+        let c = choose(&trace, 1000, BOPT, None).unwrap();
         assert_eq!(c.data_sectors, 16_777_216);
         assert_eq!(c.data_area_from, "metadata");
         assert_eq!(c.device, "hdd:cheetah15k5");

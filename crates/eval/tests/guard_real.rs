@@ -41,13 +41,16 @@ fn relative(reqs: &[Request], data_area: DataArea, guard: bool) -> Vec<(String, 
 fn check(name: &str, data_area: DataArea) {
     let reqs = requests(name);
     assert!(reqs.iter().filter(|r| r.op.is_write()).count() * 3 > reqs.len());
-    // The excerpt must be one where the layouts hurt, else the bound says nothing.
+    // The excerpt must be one where the layouts hurt, else the bound says nothing. With the
+    // Cheetah's own queue and write segments (the DiskSim package's), the worst unguarded
+    // policy on web_0 loses 6.9% (it lost over 10% on the queue-less model): still well
+    // past the guarded bound below.
     let worst = relative(&reqs, data_area, false)
         .into_iter()
         .map(|(_, r)| r)
         .fold(0.0, f64::max);
     assert!(
-        worst > 1.1,
+        worst > 1.05,
         "{name}: without the guard the worst is only {worst}"
     );
     for (policy, rel) in relative(&reqs, data_area, true) {

@@ -751,7 +751,8 @@ impl Columns {
                 .values()
                 .iter()
                 .fold(u32::MAX, |m, &v| m.min(v))
-                != 0;
+                != 0
+            && self.ends_within_addressable();
         if clean {
             return Default::default();
         }
@@ -828,6 +829,18 @@ impl Columns {
 
     /// Whether row `i` is a valid request: no nulls where a value is required, a length,
     /// an op of R or W, a command key inside its dictionary.
+    /// Whether every row's last sector is addressable in bytes (one branch-free pass).
+    fn ends_within_addressable(&self) -> bool {
+        let sectors = self.sectors.values().iter();
+        let max_end = self
+            .sector
+            .values()
+            .iter()
+            .zip(sectors)
+            .fold(0u64, |m, (&s, &n)| m.max(s.saturating_add(u64::from(n))));
+        max_end <= crate::MAX_END_SECTOR
+    }
+
     fn check(&self, i: usize) -> Result<(), FieldError> {
         let op = &self.op;
         let op_value = match op.keys.is_null(i) {
@@ -850,6 +863,11 @@ impl Columns {
         }
         if self.sectors.values()[i] == 0 {
             return Err(FieldError::new("sectors", "a request of 0 sectors"));
+        }
+        // The same address rule as every text reader (request.rs).
+        let (sector, sectors) = (self.sector.values()[i], self.sectors.values()[i]);
+        if let Err(e) = Request::check_extent(sector, sectors) {
+            return Err(FieldError::new("sector", e.to_string()));
         }
         if op_value == OpValue::Other {
             let other = op.values.value(op.keys.values()[i] as usize);

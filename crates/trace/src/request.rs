@@ -115,15 +115,19 @@ impl Request {
     /// before [`MAX_END_SECTOR`] (so `end_sector` and byte offsets cannot overflow).
     #[inline]
     pub fn check(&self) -> Result<(), RequestError> {
-        if self.sectors == 0 {
+        Self::check_extent(self.sector, self.sectors)
+    }
+
+    /// The address rule alone: `sectors` from `sector` is a non-empty extent whose end
+    /// is addressable in bytes. Readers that hold columns rather than requests (Parquet)
+    /// call it before building one.
+    pub fn check_extent(sector: u64, sectors: u32) -> Result<(), RequestError> {
+        if sectors == 0 {
             return Err(RequestError::Empty);
         }
-        match self.sector.checked_add(u64::from(self.sectors)) {
+        match sector.checked_add(u64::from(sectors)) {
             Some(end) if end <= MAX_END_SECTOR => Ok(()),
-            _ => Err(RequestError::PastEnd {
-                sector: self.sector,
-                sectors: self.sectors,
-            }),
+            _ => Err(RequestError::PastEnd { sector, sectors }),
         }
     }
 

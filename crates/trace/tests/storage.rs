@@ -180,6 +180,35 @@ fn parquet_bad_row_names_row_and_column() {
     );
 }
 
+/// A Parquet row whose end is not addressable in bytes is refused like a text line (the
+/// same rule, request.rs), naming the row and the field: regression for rows that reached
+/// the analyzer unchecked.
+#[test]
+fn parquet_row_past_the_addressable_end_names_row_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let pq = dir.path().join("t.parquet");
+    let commands = Commands::new();
+    let mut w = ParquetWriter::create(&pq).unwrap();
+    let ok = Request {
+        ts_ns: 1,
+        pid: None,
+        command: 0,
+        device: 0,
+        sector: 8,
+        sectors: 8,
+        op: Op::Read,
+    };
+    w.push(ok, &commands).unwrap();
+    let far = reblock_trace::MAX_END_SECTOR - 4;
+    w.push(Request { sector: far, ..ok }, &commands).unwrap();
+    w.finish(&commands).unwrap();
+    let e = read_trace(&pq).unwrap_err().to_string();
+    assert!(
+        e.starts_with(&format!("{}:2: field sector:", pq.display())),
+        "{e}"
+    );
+}
+
 /// A time or sector past i64::MAX cannot be stored in the signed columns: writing it is an
 /// error naming the request and the field, never a wrapped (negative) value.
 #[test]

@@ -166,7 +166,10 @@ pub fn run(args: Args) -> Result<()> {
     let trace = args.input.trace.display().to_string();
     let choice = match &args.device {
         Some(_) => None,
-        None => Some(size_from_data(&args, &mut cfg, &requests)?),
+        None => {
+            let footer = reader.parquet_meta().and_then(|m| m.device_sectors);
+            Some(size_from_data(&args, &mut cfg, &requests, footer)?)
+        }
     };
     let points = 1 + sweep
         .as_ref()
@@ -212,6 +215,7 @@ fn size_from_data(
     args: &Args,
     cfg: &mut EvalConfig,
     requests: &[reblock_trace::Request],
+    footer_sectors: Option<u64>,
 ) -> Result<DeviceChoice> {
     // An auto-sized region is bounded by a tenth of the disk, not known yet: size it
     // from the working set alone to pick a disk that holds both.
@@ -222,7 +226,7 @@ fn size_from_data(
     let (bopt_pages, _) = reblock_eval::workload::bopt_pages(bopt_bytes, cfg.page_sectors);
     let bopt_sectors = bopt_pages * u64::from(cfg.page_sectors);
     let trace_end = requests.iter().map(|r| r.end_sector()).max().unwrap_or(0);
-    let choice = sizing::choose(&args.input.trace, trace_end, bopt_sectors)?;
+    let choice = sizing::choose(&args.input.trace, trace_end, bopt_sectors, footer_sectors)?;
     cfg.device = choice.device.clone();
     if args.data_area.is_none() {
         cfg.data_area = DataArea::Sectors(choice.data_sectors);
