@@ -46,6 +46,8 @@ enum Command {
     Reconfigure(cmd::reconfigure::Args),
     /// List the trace formats reblock reads.
     Formats(cmd::formats::Args),
+    /// Print the free extents of an ext2/3/4 image, read from its block bitmaps.
+    Freemap(cmd::freemap::Args),
     /// Analyze a bundled real trace and write its report: the quickest look at reblock.
     Demo(cmd::demo::Args),
 }
@@ -71,6 +73,7 @@ fn main() {
         Command::Check(a) => cmd::check::run(a),
         Command::Reconfigure(a) => cmd::reconfigure::run(a),
         Command::Formats(a) => cmd::formats::run(a),
+        Command::Freemap(a) => cmd::freemap::run(a),
         Command::Demo(a) => cmd::demo::run(a),
     };
     if let Err(e) = result {
