@@ -228,7 +228,7 @@ impl Geometry {
 }
 
 fn is_power_of(mut n: u64, b: u64) -> bool {
-    while n > 1 && n % b == 0 {
+    while n > 1 && n.is_multiple_of(b) {
         n /= b;
     }
     n == 1

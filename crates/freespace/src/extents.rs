@@ -200,7 +200,7 @@ mod tests {
 
     #[test]
     fn remove_splits_a_run() {
-        let mut f: FreeExtents = [0..100].into_iter().collect();
+        let mut f: FreeExtents = std::iter::once(0..100).collect();
         f.remove(40, 60);
         assert_eq!(f.iter().collect::<Vec<_>>(), vec![0..40, 60..100]);
         assert_eq!(f.total(), 80);
