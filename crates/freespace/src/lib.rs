@@ -16,6 +16,8 @@
 
 pub mod ext4;
 pub mod extents;
+pub mod replica;
 
 pub use ext4::{read_ext4_free, Ext4Error, Ext4Free};
 pub use extents::FreeExtents;
+pub use replica::{hot_area, replica_candidates, Replica, ReplicaSet, ServedRun, Watermarks};
