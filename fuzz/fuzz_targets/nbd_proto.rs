@@ -34,6 +34,7 @@ fn session(data: &[u8]) {
         observer: None,
         epoch: Instant::now(),
         workers: 1,
+        worker_budget: &std::sync::atomic::AtomicUsize::new(0),
     };
     transmission::serve(input, io::sink(), &ctx);
 }

@@ -34,7 +34,12 @@ fn main() {
     };
     let mut p = pages::Pages::default();
     for r in &reqs {
-        p.touch_run(r.device, pages::page_range(r, 4096), r.op);
+        p.touch_run(
+            r.device,
+            pages::page_range(r, 4096),
+            r.op,
+            Default::default(),
+        );
     }
     std::hint::black_box(p.interval_len());
     lap("pages, no intervals");
@@ -42,7 +47,12 @@ fn main() {
     let mut w = working_set::WorkingSets::new(Interval::Requests { n: 100_000 });
     for r in &reqs {
         w.begin(r.ts_ns, &mut p);
-        p.touch_run(r.device, pages::page_range(r, 4096), r.op);
+        p.touch_run(
+            r.device,
+            pages::page_range(r, 4096),
+            r.op,
+            Default::default(),
+        );
     }
     let intervals = w.finish(&mut p);
     lap("pages, 100k-req intervals");

@@ -46,17 +46,13 @@ pub enum Strategy {
 impl Strategy {
     pub fn describe(self) -> &'static str {
         match self {
-            Strategy::StaticTree => "static tree-structured layout (seed 001 ch. 2)",
-            Strategy::DynamicBorg => "dynamic BORG-style block reorganization (seed 001 ch. 3)",
-            Strategy::DynamicForStaticAccess => {
-                "dynamic layout for static access patterns (seed 001 §4.2.3)"
+            Strategy::StaticTree => {
+                "static tree-structured layout (the dissertation's static layout for trees)"
             }
-            Strategy::StaticPlusDynamic => {
-                "static layout plus a dynamic write buffer (seed 001 §4.2.4)"
-            }
-            Strategy::LegacySequential => {
-                "keep the file system's sequential layout (seed 001 §4.2.5)"
-            }
+            Strategy::DynamicBorg => "dynamic BORG-style block reorganization",
+            Strategy::DynamicForStaticAccess => "dynamic layout for static access patterns",
+            Strategy::StaticPlusDynamic => "static layout plus a dynamic write buffer",
+            Strategy::LegacySequential => "keep the file system's sequential layout",
         }
     }
 }
@@ -129,17 +125,17 @@ fn attribute(
 pub fn attributes(m: &Measures) -> Vec<Attribute> {
     vec![
         attribute("temporal_locality", m.temporal_locality, 0.5,
-            "mean overlap of intervals 2..n with interval 1; high when at least half of each later working set was already used in interval 1 (seed 000 §2.2: 'large overlaps ... with the first day'); unknown with one interval"),
+            "mean overlap of intervals 2..n with interval 1; high when at least half of each later working set was already used in interval 1 (BORG's workload study found large overlaps with the first day); unknown with one interval"),
         attribute("bursts", m.index_of_dispersion, 2.0,
-            "index of dispersion of requests per window; Poisson arrivals give 1, high when at least twice as variable (batches with idle time between, seed 001 §4.2.2)"),
+            "index of dispersion of requests per window; Poisson arrivals give 1, high when at least twice as variable (batches with idle time between)"),
         attribute("sequentiality", m.sequential_fraction, 0.5,
-            "share of per-process transitions that continue the previous request; high when most do (seed 001 §4.2.5: sequential streaming)"),
+            "share of per-process transitions that continue the previous request; high when most do (sequential streaming)"),
         attribute("partial_determinism", m.partial_determinism, 0.3,
-            "share of non-sequential transitions that repeat; seed 000 Table 1 calls 50.7-65.4% high and has 15.6% for the web server, 0.3 lies between"),
+            "share of non-sequential transitions that repeat; BORG's workload table calls 50.7-65.4% high and has 15.6% for the web server, 0.3 lies between"),
         attribute("non_uniform_frequency", m.top20_access_share, 0.4,
-            "share of page accesses to the top 20% of pages; uniform access gives 0.2, high at twice that (seed 000 Table 1: 45.8-60.3%)"),
+            "share of page accesses to the top 20% of pages; uniform access gives 0.2, high at twice that (BORG's workload table: 45.8-60.3%)"),
         attribute("reads_dominate", m.read_fraction, 0.5,
-            "share of requests that are reads; high = read-mostly (seed 000 §2.1: read-mostly vs write-mostly workloads)"),
+            "share of requests that are reads; high = read-mostly (BORG's workload study tells read-mostly from write-mostly workloads)"),
     ]
 }
 
@@ -257,7 +253,7 @@ pub fn advise(m: &Measures) -> Advice {
         reasons.push("the trace holds no requests".to_string());
     } else if score <= 0 {
         strategy = Strategy::LegacySequential;
-        reasons.push(format!("no strategy of seed 001 Table 4.1 scores above 0 (best {score}): nothing argues for moving data"));
+        reasons.push(format!("no strategy of the dissertation's layout-choice table scores above 0 (best {score}): nothing argues for moving data"));
         reasons.extend(attrs.iter().map(|a| {
             let v = a.value.map_or("unknown".to_string(), |v| format!("{v:.3}"));
             format!(
@@ -275,7 +271,7 @@ pub fn advise(m: &Measures) -> Advice {
             && attrs[READS].level == Level::High
             && attrs[TEMPORAL_LOCALITY].level == Level::Low
         {
-            reasons.push("caution: reads dominate and working sets shift; seed 001 §4.2.5 reports BORG degrading read-intensive workloads whose working sets change very frequently".to_string());
+            reasons.push("caution: reads dominate and working sets shift; the dissertation reports BORG degrading read-intensive workloads whose working sets change very frequently".to_string());
         }
     }
     Advice {

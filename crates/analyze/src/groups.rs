@@ -40,7 +40,9 @@ pub struct Slot {
     pub device: u32,
     /// Stamp of the interval the interval counts belong to; older stamps mean "zero".
     pub stamp: u16,
-    pad: u16,
+    /// Pages some request covered whole: bit k for page k read, bit 8 + k written (the
+    /// sector-exact unique counts of [`crate::sectors`]).
+    pub full: u16,
     pub cells: [Cell; GROUP_PAGES as usize],
 }
 
@@ -164,6 +166,22 @@ impl GroupTable {
         }
         bigger.len = self.len;
         *self = bigger;
+    }
+
+    /// The slot of (`device`, `group`), if the table holds it.
+    pub fn find(&self, device: u32, group: u64) -> Option<&Slot> {
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(self.hash(device, group));
+        loop {
+            let s = &self.slots[i];
+            if s.stamp == 0 {
+                return None;
+            }
+            if s.group == group && s.device == device {
+                return Some(s);
+            }
+            i = (i + 1) & mask;
+        }
     }
 
     #[cfg(test)]

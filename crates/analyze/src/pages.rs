@@ -73,6 +73,24 @@ impl PageSize {
         }
     }
 
+    /// Sectors per page (0 for a page smaller than a sector).
+    pub fn sectors(&self) -> u64 {
+        self.bytes / SECTOR_BYTES
+    }
+
+    /// Which ends of [`PageSize::range`] `req` covers only in part.
+    #[inline]
+    pub fn partial_ends(&self, req: &Request) -> PartialEnds {
+        let inside = |sector: u64| match self.sector_shift {
+            Some(shift) => sector & ((1u64 << shift) - 1) != 0,
+            None => !sector.is_multiple_of(self.sectors().max(1)),
+        };
+        PartialEnds {
+            first: inside(req.sector),
+            last: inside(req.end_sector()),
+        }
+    }
+
     /// [`page_range`] of `req`.
     #[inline]
     pub fn range(&self, req: &Request) -> std::ops::Range<u64> {
@@ -142,7 +160,8 @@ struct Spill {
 /// to memory at a few nanoseconds of work per touch, few enough to stay in L1.
 pub const LOOKAHEAD: usize = 16;
 
-/// One queued touch: pages `first..last` of a group, by `op`.
+/// One queued touch: pages `first..last` of a group, by `op`; `full` marks those of them
+/// the request covers whole (bit k for page k of the group).
 #[derive(Clone, Copy, Debug)]
 struct Touch {
     hash: u64,
@@ -150,6 +169,7 @@ struct Touch {
     device: u32,
     first: u8,
     last: u8,
+    full: u8,
     write: bool,
 }
 
@@ -159,8 +179,26 @@ const IDLE: Touch = Touch {
     device: 0,
     first: 0,
     last: 0,
+    full: 0,
     write: false,
 };
+
+/// Pages covered whole, by direction (see [`crate::sectors`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FullPages {
+    pub read: u64,
+    pub write: u64,
+    /// Covered whole by a read or by a write.
+    pub any: u64,
+}
+
+/// Which ends of a run of pages a request covers only in part: its first page (it starts
+/// inside it) and its last (it ends inside it). One page may be both.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PartialEnds {
+    pub first: bool,
+    pub last: bool,
+}
 
 /// Counts one access of `page` in the spill map: a read or write past its cell's
 /// [`COUNT_MAX`] (`full`), and one in interval `seq` past its cell's [`INTERVAL_MAX`].
@@ -253,15 +291,36 @@ impl Default for Pages {
 }
 
 impl Pages {
-    /// Counts one access by `op` to each page of `pages` on `device`.
+    /// Counts one access by `op` to each page of `pages` on `device`, and marks the pages
+    /// covered whole (all but the `partial` ends).
     #[inline]
-    pub fn touch_run(&mut self, device: u32, pages: std::ops::Range<u64>, op: Op) {
+    pub fn touch_run(
+        &mut self,
+        device: u32,
+        pages: std::ops::Range<u64>,
+        op: Op,
+        partial: PartialEnds,
+    ) {
         self.count_device(device, &pages);
+        // Pages (absolute) not covered whole; u64::MAX stands for none.
+        let head = if partial.first { pages.start } else { u64::MAX };
+        let tail = if partial.last {
+            pages.end - 1
+        } else {
+            u64::MAX
+        };
         let mut page = pages.start;
         while page < pages.end {
             let group = page / GROUP_PAGES;
+            let base = group * GROUP_PAGES;
             let first = (page % GROUP_PAGES) as u8;
-            let last = (pages.end - group * GROUP_PAGES).min(GROUP_PAGES) as u8;
+            let last = (pages.end - base).min(GROUP_PAGES) as u8;
+            let mut full = ((1u16 << last) - (1u16 << first)) as u8;
+            for p in [head, tail] {
+                if p >= base && p - base < GROUP_PAGES {
+                    full &= !(1 << (p - base));
+                }
+            }
             let hash = self.table.hash(device, group);
             self.table.prefetch(hash);
             let touch = Touch {
@@ -270,6 +329,7 @@ impl Pages {
                 device,
                 first,
                 last,
+                full,
                 write: op == Op::Write,
             };
             if self.queue_len == LOOKAHEAD {
@@ -340,6 +400,7 @@ impl Pages {
             self.touched.push(i);
             self.touched_sorted = false;
         }
+        g.full |= u16::from(t.full) << (8 * u16::from(t.write));
         let (device, first_page) = (g.device, g.group * GROUP_PAGES);
         for k in usize::from(t.first)..usize::from(t.last) {
             let c = &mut g.cells[k];
@@ -358,9 +419,33 @@ impl Pages {
         }
     }
 
-    /// Counts one access to one page.
+    /// Counts one access to one page, covered whole.
     pub fn touch(&mut self, key: PageKey, op: Op) {
-        self.touch_run(key.device, key.page..key.page + 1, op);
+        let whole = PartialEnds::default();
+        self.touch_run(key.device, key.page..key.page + 1, op, whole);
+    }
+
+    /// Whether a request covered `key` whole: (by a read, by a write).
+    pub fn full_of(&self, key: PageKey) -> (bool, bool) {
+        debug_assert_eq!(self.queue_len, 0, "queued touches not applied");
+        let Some(g) = self.table.find(key.device, key.page / GROUP_PAGES) else {
+            return (false, false);
+        };
+        let k = key.page % GROUP_PAGES;
+        (g.full >> k & 1 == 1, g.full >> (8 + k) & 1 == 1)
+    }
+
+    /// How many pages requests covered whole, by direction.
+    pub fn full_pages(&self) -> FullPages {
+        debug_assert_eq!(self.queue_len, 0, "queued touches not applied");
+        let mut f = FullPages::default();
+        for (_, g) in self.table.occupied() {
+            let (r, w) = (g.full & 0xff, g.full >> 8);
+            f.read += u64::from(r.count_ones());
+            f.write += u64::from(w.count_ones());
+            f.any += u64::from((r | w).count_ones());
+        }
+        f
     }
 
     /// Calls `f` with each page touched in the current interval, its count in the

@@ -16,6 +16,8 @@ use crate::Config;
 
 pub(crate) struct Expected {
     pub pages: PageSummary,
+    /// Distinct sectors (read, written, either), from merged sector ranges.
+    pub unique_sectors: (u64, u64, u64),
     pub determinism: DeterminismSummary,
     pub intervals: Vec<IntervalSummary>,
     pub heat_map: HeatMap,
@@ -26,6 +28,7 @@ type Page = (u32, u64);
 pub(crate) fn analyze(config: &Config, reqs: &[Request]) -> Expected {
     Expected {
         pages: pages(config, reqs),
+        unique_sectors: unique_sectors(reqs),
         determinism: determinism(reqs),
         intervals: intervals(config, reqs),
         heat_map: heat_map(config, reqs),
@@ -45,6 +48,35 @@ fn page_counts(config: &Config, reqs: &[Request]) -> BTreeMap<Page, (u64, u64)> 
         }
     }
     m
+}
+
+/// Sectors covered by the union of `ranges` (device, start, end).
+fn union_len(mut ranges: Vec<(u32, u64, u64)>) -> u64 {
+    ranges.sort_unstable();
+    let mut total = 0;
+    let mut open: Option<(u32, u64, u64)> = None;
+    for (d, s, e) in ranges {
+        match &mut open {
+            Some((od, _, oe)) if *od == d && s <= *oe => *oe = (*oe).max(e),
+            _ => {
+                if let Some((_, os, oe)) = open {
+                    total += oe - os;
+                }
+                open = Some((d, s, e));
+            }
+        }
+    }
+    total + open.map_or(0, |(_, s, e)| e - s)
+}
+
+fn unique_sectors(reqs: &[Request]) -> (u64, u64, u64) {
+    let range = |r: &Request| (r.device, r.sector, r.end_sector());
+    let of = |op: Op| reqs.iter().filter(|r| r.op == op).map(range).collect();
+    (
+        union_len(of(Op::Read)),
+        union_len(of(Op::Write)),
+        union_len(reqs.iter().map(range).collect()),
+    )
 }
 
 fn desc(mut v: Vec<u64>) -> Vec<u64> {

@@ -86,6 +86,23 @@ pub fn parse(text: &str, path: &Path) -> Result<Sidecar, String> {
     })
 }
 
+/// The working-set interval rule `spec` (see [`crate::units::parse_interval`]); `days`
+/// takes the sidecar's "DAY N START" markers (the first day's start is dropped so that
+/// requests before it join day 1).
+pub fn interval(spec: &str, meta: Option<&Sidecar>) -> Result<crate::Interval, String> {
+    if spec == "days" {
+        let Some(m) = meta.filter(|m| !m.day_starts_ns.is_empty()) else {
+            return Err(
+                "--interval days: the trace has no .meta.json with \"DAY N START\" markers".into(),
+            );
+        };
+        return Ok(crate::Interval::Starts {
+            starts_ns: m.day_starts_ns[1..].to_vec(),
+        });
+    }
+    crate::units::parse_interval(spec).map_err(|e| format!("--interval {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

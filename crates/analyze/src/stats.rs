@@ -5,7 +5,8 @@ use reblock_trace::{Op, Request};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-/// Request and byte totals by operation (seed 000 Table 1, "Reads/Writes Total").
+/// Request and byte totals by operation (seed 000 Table 1, "Reads/Writes Total"), and
+/// the page accesses by operation (each request counts every page it touches).
 #[derive(Clone, Debug, Default)]
 pub struct Counters {
     pub requests: u64,
@@ -13,9 +14,20 @@ pub struct Counters {
     pub writes: u64,
     pub read_bytes: u64,
     pub write_bytes: u64,
+    pub read_pages: u64,
+    pub write_pages: u64,
 }
 
 impl Counters {
+    /// Counts `pages` page accesses by `op` (the page-rounded totals).
+    #[inline]
+    pub fn observe_pages(&mut self, op: Op, pages: u64) {
+        match op {
+            Op::Read => self.read_pages += pages,
+            Op::Write => self.write_pages += pages,
+        }
+    }
+
     pub fn observe(&mut self, req: &Request) {
         self.requests += 1;
         match req.op {

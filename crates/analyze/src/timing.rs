@@ -36,14 +36,28 @@ pub struct Bursts {
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct TimingSummary {
+    /// The earliest arrival.
     pub first_ts_ns: Option<u64>,
+    /// The latest arrival.
     pub last_ts_ns: Option<u64>,
-    /// Last minus first arrival.
+    /// Latest minus earliest arrival.
     pub duration_ns: u64,
-    /// Gaps between consecutive requests in trace order (all processes together).
+    /// Gaps between consecutive requests in time order (all processes together): from
+    /// the latest arrival before a request to it, 0 for a request that came late.
     pub interarrival_ns: Summary,
-    /// Requests whose timestamp is below their predecessor's (gap counted as 0).
+    /// Requests that came after a later one in the trace: the ones the reader moved into
+    /// time order (`reordered`) and any met here out of order (gap counted as 0).
     pub out_of_order: u64,
+    /// Requests the reader moved into time order (within its reorder window, or by
+    /// sorting the whole trace).
+    pub reordered: u64,
+    /// How far behind the latest request the latest-coming one was, when any came late.
+    pub max_lateness_ns: u64,
+    /// The reorder window the trace was read with; `None` when it was sorted whole (or
+    /// not read through a trace reader).
+    pub reorder_window_ns: Option<u64>,
+    /// Whether the whole trace was sorted by timestamp before the analysis.
+    pub sorted: bool,
     pub idle: Idle,
     pub bursts: Bursts,
 }
@@ -52,10 +66,12 @@ pub struct Timing {
     idle_threshold_ns: u64,
     window_ns: u64,
     first: Option<u64>,
-    prev: u64,
+    /// The earliest arrival so far (below `first` only when requests come late).
+    earliest: u64,
     last_max: u64,
     gaps: Distribution,
     out_of_order: u64,
+    max_lateness_ns: u64,
     idle_count: u64,
     idle_total_ns: u64,
     idle_longest_ns: u64,
@@ -76,10 +92,11 @@ impl Timing {
             idle_threshold_ns,
             window_ns: window_ns.max(1),
             first: None,
-            prev: 0,
+            earliest: 0,
             last_max: 0,
             gaps: Distribution::default(),
             out_of_order: 0,
+            max_lateness_ns: 0,
             idle_count: 0,
             idle_total_ns: 0,
             idle_longest_ns: 0,
@@ -96,23 +113,26 @@ impl Timing {
     pub fn observe(&mut self, ts_ns: u64) {
         let Some(first) = self.first else {
             self.first = Some(ts_ns);
-            self.prev = ts_ns;
+            self.earliest = ts_ns;
             self.last_max = ts_ns;
             self.window_count = 1;
             self.window_end = ts_ns.saturating_add(self.window_ns);
             return;
         };
-        if ts_ns < self.prev {
+        // Gaps run from the latest arrival so far, so that they add up to at most the
+        // duration whatever the order (idle time can never exceed the trace's span).
+        if ts_ns < self.last_max {
             self.out_of_order += 1;
+            self.earliest = self.earliest.min(ts_ns);
+            self.max_lateness_ns = self.max_lateness_ns.max(self.last_max - ts_ns);
         }
-        let gap = ts_ns.saturating_sub(self.prev);
+        let gap = ts_ns.saturating_sub(self.last_max);
         self.gaps.observe(gap);
         if gap >= self.idle_threshold_ns {
             self.idle_count += 1;
             self.idle_total_ns += gap;
             self.idle_longest_ns = self.idle_longest_ns.max(gap);
         }
-        self.prev = ts_ns;
         self.last_max = self.last_max.max(ts_ns);
         // A late (out-of-order) request counts in the current window: windows never reopen.
         if ts_ns >= self.window_end {
@@ -143,7 +163,7 @@ impl Timing {
     }
 
     pub fn finish(mut self) -> TimingSummary {
-        let duration_ns = self.first.map_or(0, |f| self.last_max - f);
+        let duration_ns = self.first.map_or(0, |_| self.last_max - self.earliest);
         if self.first.is_some() {
             self.close_window();
         }
@@ -151,11 +171,15 @@ impl Timing {
         let mean = (self.windows_closed > 0).then(|| self.count_sum / n);
         let var = mean.map(|m| (self.count_sum_sq / n - m * m).max(0.0));
         TimingSummary {
-            first_ts_ns: self.first,
+            first_ts_ns: self.first.map(|_| self.earliest),
             last_ts_ns: self.first.map(|_| self.last_max),
             duration_ns,
             interarrival_ns: self.gaps.summary(),
             out_of_order: self.out_of_order,
+            reordered: 0,
+            max_lateness_ns: self.max_lateness_ns,
+            reorder_window_ns: None,
+            sorted: false,
             idle: Idle {
                 threshold_ns: self.idle_threshold_ns,
                 count: self.idle_count,

@@ -236,13 +236,24 @@ fn bundled_real_trace_invariants_and_capture_notes() {
     assert_eq!((a.requests, a.reads, a.writes), (97_129, 94_773, 2_356));
     assert_eq!(a.read_bytes, 1_831_888 * 512);
     assert_eq!(a.write_bytes, 206_624 * 512);
-    // Page-granular unique bytes cover at least the sector-granular unique bytes.
-    assert!(a.unique_bytes >= 903_104 * 512);
-    assert!(a.unique_read_bytes >= 873_064 * 512);
-    assert!(a.unique_write_bytes >= 97_952 * 512);
+    // The unique bytes are sector-exact: the capture notes' distinct sectors, exactly.
+    assert_eq!(a.unique_bytes, 903_104 * 512);
+    assert_eq!(a.unique_read_bytes, 873_064 * 512);
+    assert_eq!(a.unique_write_bytes, 97_952 * 512);
+    assert_eq!(a.sector_exact.unique_bytes, a.unique_bytes);
+    assert_eq!(a.total_bytes, a.read_bytes + a.write_bytes);
+    // Page-rounded unique bytes cover at least the sector-exact ones.
+    let p = &a.page_rounded;
+    assert_eq!(p.unique_bytes, a.pages.unique_pages * 4096);
+    assert!(p.unique_bytes >= a.unique_bytes);
+    assert!(p.unique_read_bytes >= a.unique_read_bytes);
+    assert!(p.unique_write_bytes >= a.unique_write_bytes);
     // Invariants.
+    assert_eq!(a.contradictions(), vec![]);
     // Unique never exceeds total: each distinct page is at least one page access.
-    assert!(a.unique_bytes <= a.pages.page_accesses * 4096);
+    assert_eq!(p.total_bytes, a.pages.page_accesses * 4096);
+    assert!(p.unique_bytes <= p.total_bytes);
+    assert!(a.unique_bytes <= a.total_bytes);
     assert!(a.pages.unique_read_pages + a.pages.unique_write_pages >= a.pages.unique_pages);
     assert!(a.unique_bytes <= a.unique_read_bytes + a.unique_write_bytes);
     assert!(a.unique_bytes >= a.unique_read_bytes.max(a.unique_write_bytes));

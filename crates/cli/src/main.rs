@@ -5,6 +5,8 @@ use clap::{Parser, Subcommand};
 
 mod cmd;
 mod input;
+mod progress;
+mod sizing;
 
 /// reblock: a self-optimizing block storage layer.
 ///
@@ -44,6 +46,9 @@ enum Command {
     Check(cmd::check::Args),
     /// Apply an offline plan (plan.json) to a running server.
     Reconfigure(cmd::reconfigure::Args),
+    /// Mine the frequent block pairs of a trace (the parallel-array optimizer's sessions
+    /// and pair counts), as JSON for scripts or for a cluster job to be checked against.
+    Pairs(cmd::pairs::Args),
     /// List the trace formats reblock reads.
     Formats(cmd::formats::Args),
     /// Print the free extents of an ext2/3/4 image, read from its block bitmaps.
@@ -54,11 +59,16 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_)) {
+        die_quietly_on_closed_pipe();
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(&cli.log));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Log files and pipes get plain text; NO_COLOR turns colour off on terminals too.
+        .with_ansi(progress::stderr_wants_colour())
         .init();
     let result = match cli.command {
         Command::Record(a) => cmd::record::run(a),
@@ -72,6 +82,7 @@ fn main() {
         Command::Detach(a) => cmd::detach::run(a),
         Command::Check(a) => cmd::check::run(a),
         Command::Reconfigure(a) => cmd::reconfigure::run(a),
+        Command::Pairs(a) => cmd::pairs::run(a),
         Command::Formats(a) => cmd::formats::run(a),
         Command::Freemap(a) => cmd::freemap::run(a),
         Command::Demo(a) => cmd::demo::run(a),
@@ -79,6 +90,18 @@ fn main() {
     if let Err(e) = result {
         eprintln!("reblock: error: {}", render(&e));
         std::process::exit(1);
+    }
+}
+
+/// `reblock analyze T | head` should end quietly when `head` exits, as `cat` does: the
+/// Rust runtime ignores SIGPIPE, so every print to the closed pipe would panic instead.
+/// Restoring the default action ends the process silently (status 141, as shells expect).
+/// `serve` keeps ignoring it: a client hanging up must not kill the server.
+fn die_quietly_on_closed_pipe() {
+    // SAFETY: called at the start of main, before any thread exists; setting a signal's
+    // action to its default is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

@@ -45,6 +45,19 @@ fn json_has_the_table1_figures() {
     assert_eq!(v["unique_read_bytes"], 16_384);
     assert_eq!(v["unique_write_bytes"], 12_288);
     assert_eq!(v["unique_bytes"], 24_576);
+    assert_eq!(v["total_bytes"], 28_672 + 12_288);
+    // Both granularities, named as such; this trace is page aligned, so they agree on
+    // unique bytes, while page-rounded totals count each page a request touches.
+    for g in ["sector_exact", "page_rounded"] {
+        assert_eq!(v[g]["unique_read_bytes"], 16_384, "{g}");
+        assert_eq!(v[g]["unique_write_bytes"], 12_288, "{g}");
+        assert_eq!(v[g]["unique_bytes"], 24_576, "{g}");
+    }
+    assert_eq!(v["sector_exact"]["read_bytes"], 28_672);
+    assert_eq!(v["page_rounded"]["read_bytes"], 7 * 4096);
+    assert_eq!(v["page_rounded"]["write_bytes"], 3 * 4096);
+    assert_eq!(v["timing"]["out_of_order"], 0);
+    assert_eq!(v["timing"]["reorder_window_ns"], 10_000_000);
     assert_eq!(v["device_touched_fraction"], 24_576.0 / 1_048_576.0);
     assert_eq!(v["top20_access_share"], 0.6);
     assert_eq!(v["partial_determinism"], 0.5);
@@ -67,7 +80,10 @@ fn page_size_and_unknown_device_size() {
         "8K",
     ]);
     assert_eq!(v["page_bytes"], 8192);
-    assert_eq!(v["unique_bytes"], 4 * 8192);
+    assert_eq!(v["page_rounded"]["unique_bytes"], 4 * 8192);
+    // Sector-exact figures do not depend on the page size.
+    assert_eq!(v["unique_bytes"], 24_576);
+    assert_eq!(v["sector_exact"]["unique_bytes"], 24_576);
     assert!(v["device_touched_fraction"].is_null());
     // Default 1 day interval: the whole 2.6 s trace is one interval.
     assert_eq!(v["working_set_overlap"], serde_json::json!([1.0]));

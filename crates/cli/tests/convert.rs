@@ -37,9 +37,10 @@ fn fiu_to_native_then_parquet_and_back() {
     let lines: Vec<&str> = native.lines().collect();
     assert_eq!(lines.len(), 300);
     // FIU line 1: `89966811921625 4257 nfsd 488846200 8 W 6 0 2c47...`
-    assert_eq!(lines[0], "89966811921625 4257 nfsd 488846200 8 W");
+    // The device (major 6, minor 0 = 6 << 20) is the optional seventh field.
+    assert_eq!(lines[0], "89966811921625 4257 nfsd 488846200 8 W 6291456");
     // FIU line 11: `89968195447404 20782 gzip 283193112 8 R 6 0 ef58...`
-    assert_eq!(lines[10], "89968195447404 20782 gzip 283193112 8 R");
+    assert_eq!(lines[10], "89968195447404 20782 gzip 283193112 8 R 6291456");
 
     let pq = dir.path().join("fiu.parquet");
     reblock()

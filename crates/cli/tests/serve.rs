@@ -3,7 +3,10 @@
 //! same image is refused by the lock, `detach` empties the map, SIGTERM stops cleanly,
 //! `check --json` finds the image clean and the data area holds exactly what was written.
 
+mod common;
+
 use assert_cmd::cargo::cargo_bin;
+use common::wait_for;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -30,15 +33,6 @@ fn reblock_json(args: &[&str]) -> serde_json::Value {
         .unwrap();
     assert!(out.status.success(), "reblock {args:?}: {out:?}");
     serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn wait_for(p: &Path, child: &mut Child) {
-    let t = Instant::now();
-    while !p.exists() {
-        assert!(child.try_wait().unwrap().is_none(), "serve exited early");
-        assert!(t.elapsed() < Duration::from_secs(30), "no {}", p.display());
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]

@@ -23,6 +23,10 @@ pub struct CheckReport {
     /// Things only worth knowing (an unclean stop, a rolled-back commit).
     pub notes: Vec<String>,
     pub repaired: bool,
+    /// What `--repair` brought back, one line each.
+    pub recovered: Vec<String>,
+    /// What `--repair` could not bring back, one line each.
+    pub unrecoverable: Vec<String>,
 }
 
 impl CheckReport {
@@ -68,9 +72,16 @@ pub fn check(store: &dyn Store, repair: bool) -> Result<CheckReport, MetaError> 
     }
     let loaded = meta::load_summaries(store, &sb)?;
     for (seg, copy, why) in &loaded.bad_copies {
-        rep.problems
-            .push(format!("segment {seg} summary copy {copy}: {why}"));
+        if loaded.lost.contains(seg) || loaded.stale.contains(seg) {
+            rep.problems
+                .push(format!("segment {seg} summary copy {copy}: {why}"));
+        } else {
+            rep.notes.push(format!(
+                "segment {seg} summary copy {copy}: {why} (a torn write of the commit cut short; the next open erases it)"
+            ));
+        }
     }
+    describe_untrusted(&loaded, &mut rep);
     if loaded.uncommitted > 0 {
         rep.notes.push(format!(
             "{} summary copies belong to a commit cut short (ignored)",
@@ -79,11 +90,6 @@ pub fn check(store: &dyn Store, repair: bool) -> Result<CheckReport, MetaError> 
     }
     let (map, rb) = meta::rebuild_map(&l, &loaded, sb.flags & FLAG_DIRTY == 0)?;
     rep.mapped_pages = rb.entries;
-    for seg in &rb.lost_segments {
-        rep.problems.push(format!(
-            "segment {seg}: no valid summary copy (its pages are lost from the map)"
-        ));
-    }
     if rb.conflicts > 0 {
         rep.problems.push(format!(
             "{} FS pages are mapped twice across segments",
@@ -116,13 +122,85 @@ pub fn check(store: &dyn Store, repair: bool) -> Result<CheckReport, MetaError> 
         // Entries were rebuilt without trustworthy dirty bits: keep DIRTY so the next
         // open treats them all as dirty.
         sb.flags = (sb.flags & !FLAG_NEEDS_CHECK) | FLAG_DIRTY;
+        sb.pending_commit = 0;
         meta::write_superblock(store, &mut sb)?;
         write_copies(store, &l, &blocks, |seg| loaded.copy[seg as usize])?;
         // A second generation so both superblock copies are current and valid.
         meta::write_superblock(store, &mut sb)?;
         rep.repaired = true;
+        say_what_repair_did(&loaded, &rb, &mut rep);
     }
     Ok(rep)
+}
+
+/// Problems for the segments whose map cannot be trusted, naming the pages at stake.
+fn describe_untrusted(loaded: &meta::LoadedSummaries, rep: &mut CheckReport) {
+    let pages = || {
+        let list: Vec<String> = loaded
+            .untrusted_pages
+            .iter()
+            .take(16)
+            .map(u64::to_string)
+            .collect();
+        let more = loaded.untrusted_pages.len().saturating_sub(16);
+        let unknown = if loaded.untrusted_unknown {
+            "; some pages could not be identified, so every page not mapped elsewhere is suspect"
+        } else {
+            ""
+        };
+        format!(
+            "FS pages at stake: [{}]{}{unknown}",
+            list.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        )
+    };
+    for seg in &loaded.lost {
+        rep.problems.push(format!(
+            "segment {seg}: no valid summary copy, its part of the map is lost; serving answers EIO for its pages ({})",
+            pages()
+        ));
+    }
+    for seg in &loaded.stale {
+        rep.problems.push(format!(
+            "segment {seg}: one summary copy is damaged and may have been the newer one; the surviving copy cannot be proven current, so serving answers EIO for its pages ({})",
+            pages()
+        ));
+    }
+}
+
+/// After a repair: what came back and what could not.
+fn say_what_repair_did(
+    loaded: &meta::LoadedSummaries,
+    rb: &meta::RebuildReport,
+    rep: &mut CheckReport,
+) {
+    for seg in &loaded.stale {
+        let commit = loaded.chosen[*seg as usize]
+            .as_ref()
+            .map_or(0, |s| s.commit);
+        rep.recovered.push(format!(
+            "segment {seg}: map restored from its surviving copy (commit {commit}); writes flushed after that commit to its pages may be lost"
+        ));
+    }
+    for seg in &loaded.lost {
+        rep.unrecoverable.push(format!(
+            "segment {seg}: its slots' contents could not be placed (no readable map); its pages now read from their home copies, which may be older than the last flush"
+        ));
+    }
+    if rb.conflicts > 0 {
+        rep.recovered.push(format!(
+            "{} doubly mapped FS pages: the newer commit's entry kept",
+            rb.conflicts
+        ));
+    }
+    if rep.recovered.is_empty() && rep.unrecoverable.is_empty() {
+        rep.recovered
+            .push("summaries and superblock rewritten from the map".into());
+    }
 }
 
 fn write_copies(

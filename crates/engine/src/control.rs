@@ -6,13 +6,17 @@
 use crate::engine::Engine;
 use reblock_layout::Plan;
 use serde_json::{json, Value};
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+/// Longest request line read, newline included: a request is refused past it, so an
+/// endless line costs at most this much memory (a plan.json for a large image fits).
+pub const MAX_REQUEST_LINE_BYTES: u64 = 64 << 20;
 
 pub struct ControlServer {
     path: PathBuf,
@@ -33,7 +37,7 @@ pub fn handle(engine: &Engine, req: &Value) -> Value {
             None => Err("reconfigure: key \"plan\" (the plan.json text) is missing".into()),
             Some(text) => Plan::from_json(text, "plan")
                 .map_err(|e| e.to_string())
-                .and_then(|plan| engine.reconfigure(plan))
+                .and_then(|plan| engine.reconfigure(plan).map_err(|e| e.to_string()))
                 .map(|s| json!({ "steps": engine.status().reconfiguration.steps_total, "bytes_to_move": s.bytes_moved })),
         },
         other => Err(format!("unknown command {other:?} (status, detach, reconfigure)")),
@@ -45,12 +49,13 @@ pub fn handle(engine: &Engine, req: &Value) -> Value {
 }
 
 impl ControlServer {
-    /// Listens on `path` (a stale socket file from a dead server is replaced).
+    /// Listens on `path` (a stale socket file from a dead server is replaced). The socket
+    /// file is 0600 whatever the umask: it can detach and reconfigure.
     pub fn start(path: &Path, engine: Arc<Engine>) -> io::Result<ControlServer> {
         if path.exists() && UnixStream::connect(path).is_err() {
             std::fs::remove_file(path)?;
         }
-        let listener = UnixListener::bind(path)?;
+        let listener: UnixListener = reblock_nbd::bind_unix(path, 0o600)?;
         listener.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
@@ -92,9 +97,23 @@ fn serve_conn(s: UnixStream, engine: &Engine) {
         Ok(w) => w,
         Err(_) => return,
     };
-    for line in BufReader::new(s).lines() {
-        let Ok(line) = line else { return };
-        let reply = match serde_json::from_str::<Value>(&line) {
+    let mut r = BufReader::new(s);
+    loop {
+        // A Vec grows by doubling: a line kept under the bound keeps its capacity there too.
+        let mut line = Vec::new();
+        match (&mut r)
+            .take(MAX_REQUEST_LINE_BYTES)
+            .read_until(b'\n', &mut line)
+        {
+            Ok(0) | Err(_) => return,
+            Ok(_) if line.last() != Some(&b'\n') && line.len() as u64 >= MAX_REQUEST_LINE_BYTES => {
+                let why = format!("request line longer than {MAX_REQUEST_LINE_BYTES} bytes");
+                let _ = writeln!(w, "{}", json!({ "ok": false, "error": why }));
+                return;
+            }
+            Ok(_) => {}
+        }
+        let reply = match serde_json::from_slice::<Value>(&line) {
             Ok(req) => handle(engine, &req),
             Err(e) => json!({ "ok": false, "error": format!("request is not JSON: {e}") }),
         };

@@ -15,11 +15,13 @@
 //!   overwritten before the new one is durable.
 //! * `state` (Mutex): the indirector and the dirty-segment set; held only while routing.
 //!
-//! * `stripes` (RwLocks keyed by page): a byte write that is not sector aligned holds the
-//!   stripes of its sectors exclusively across its read, patch and write back, so two
-//!   writers of different bytes of one sector cannot write back each other's stale
-//!   bytes; a sector-aligned write holds its stripes shared (it never reads back), so
-//!   aligned writes still run in parallel and are never undone by a racing patch.
+//! * `stripes` (mutexes keyed by page): every write holds the stripes of its pages
+//!   exclusively from routing (or, for a byte write that is not sector aligned, from its
+//!   read) to the end of its data I/O. So two writers of different bytes of one sector
+//!   cannot write back each other's stale bytes, and a write whose I/O fails can undo its
+//!   map change (an absorbed page unmapped again) without undoing a racing write to the
+//!   same page that was already acknowledged. Writes to pages of different stripes still
+//!   run in parallel.
 //!
 //! Lock order: stripes (ascending), commit, gate, state.
 
@@ -76,6 +78,10 @@ struct Counters {
     steps_done: AtomicU64,
     steps_refused: AtomicU64,
     commits: AtomicU64,
+    /// Pages copied home -> BOPT by reconfiguration (incoming pages).
+    promotions: AtomicU64,
+    /// NBD connections open now.
+    connections: AtomicU64,
 }
 
 struct State {
@@ -160,6 +166,31 @@ pub struct Status {
     pub recovery: RebuildReport,
     /// Online re-planning (`serve --replan-policy`), absent when it is off.
     pub replan: Option<crate::replan::ReplanStatus>,
+    /// The persistent backing-store error that turned the export read-only, if any.
+    pub io_failure: Option<String>,
+    /// Seconds since the engine opened the image.
+    pub uptime_s: f64,
+    /// NBD connections open now.
+    pub connections: u64,
+    /// Reads served entirely from home (`reads - read_hits`).
+    pub read_misses: u64,
+    /// Share of the write buffer's pages holding absorbed writes, 0..1.
+    pub write_buffer_fill: f64,
+    /// Dirty BOPT pages: what destaging (or detach) still has to copy home.
+    pub destage_backlog_pages: u64,
+    /// Pages promoted (copied home -> BOPT) by reconfiguration since the engine opened.
+    pub promotions: u64,
+}
+
+/// Why a plan was not taken up.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconfigureError {
+    #[error("the engine is read-only")]
+    ReadOnly,
+    #[error("the engine is detached; 'reblock reconfigure --plan' re-enables the BOPT")]
+    Detached,
+    #[error("the plan does not fit this engine: {0}")]
+    Plan(#[from] reblock_layout::PlanError),
 }
 
 /// What opening found.
@@ -168,6 +199,41 @@ pub struct OpenReport {
     pub unclean: bool,
     pub rebuild: RebuildReport,
     pub bad_summary_copies: Vec<(u32, u32, String)>,
+    /// Segments with no valid summary copy (their pages answer EIO).
+    pub lost_segments: Vec<u32>,
+    /// Segments whose newest committed summary copy may be the damaged one (their pages
+    /// answer EIO).
+    pub stale_segments: Vec<u32>,
+    /// Summary copies of a commit cut short by a crash, erased at open.
+    pub erased_copies: u64,
+    /// The engine serves read-only because metadata cannot be trusted.
+    pub forced_read_only: bool,
+}
+
+impl OpenReport {
+    /// What an operator must be told at startup, one line each (empty when all is well).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.lost_segments.is_empty() || !self.stale_segments.is_empty() {
+            out.push(format!(
+                "segment summaries damaged: lost segments {:?}, segments whose newest copy is damaged {:?}; \
+                 {} FS pages{} answer EIO instead of possibly stale data, and the export is read-only \
+                 until 'reblock check --repair' recovers what it can",
+                self.lost_segments,
+                self.stale_segments,
+                self.rebuild.untrusted_pages,
+                if self.rebuild.untrusted_unknown {
+                    " (and every page not mapped elsewhere, since some could not be identified)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        for (seg, copy, why) in &self.bad_summary_copies {
+            out.push(format!("segment {seg} summary copy {copy}: {why}"));
+        }
+        out
+    }
 }
 
 pub struct Engine {
@@ -177,7 +243,7 @@ pub struct Engine {
     opts: EngineOptions,
     state: Mutex<State>,
     gate: RwLock<()>,
-    stripes: Vec<RwLock<()>>,
+    stripes: Vec<Mutex<()>>,
     commit: Mutex<CommitState>,
     read_only: AtomicBool,
     needs_check: AtomicBool,
@@ -187,15 +253,34 @@ pub struct Engine {
     last_io_ns: AtomicU64,
     recovery: RebuildReport,
     replan: Mutex<Option<crate::replan::ReplanStatus>>,
+    untrusted: Untrusted,
+    /// The persistent I/O error that turned the engine read-only, if any.
+    io_failure: Mutex<Option<String>>,
 }
 
-/// Number of page-keyed locks serialising sub-sector read-modify-write.
-const STRIPES: usize = 64;
-
-enum StripeGuard<'a> {
-    Shared(#[allow(dead_code)] std::sync::RwLockReadGuard<'a, ()>),
-    Exclusive(#[allow(dead_code)] std::sync::RwLockWriteGuard<'a, ()>),
+/// Pages whose map cannot be trusted (their segment's summaries are lost, or its newest
+/// committed copy is damaged): they answer EIO rather than stale data.
+#[derive(Default)]
+struct Untrusted {
+    pages: std::collections::HashSet<u64>,
+    /// Some pages are unknown: every page not mapped by a trusted segment answers EIO.
+    unknown: bool,
 }
+
+impl Untrusted {
+    fn any(&self) -> bool {
+        self.unknown || !self.pages.is_empty()
+    }
+}
+
+/// Each page of a write and its mapping (slot, dirty) before routing, to undo the map
+/// change if the write's I/O fails ([`Indirector::restore`]).
+type MappingBefore = Vec<(u64, Option<(u32, bool)>)>;
+
+/// Number of page-keyed locks serialising writes to the same pages.
+const STRIPES: usize = 256;
+
+struct StripeGuard<'a>(#[allow(dead_code)] MutexGuard<'a, ()>);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -266,6 +351,15 @@ impl Engine {
                 "unclean stop: map rebuilt from segment summaries, every entry dirty"
             );
         }
+        let untrusted = Untrusted {
+            pages: loaded.untrusted_pages.iter().copied().collect(),
+            unknown: loaded.untrusted_unknown,
+        };
+        let forced_read_only = untrusted.any() && !opts.read_only;
+        let opts = EngineOptions {
+            read_only: opts.read_only || untrusted.any(),
+            ..opts
+        };
         let mut ind = Indirector::with_map(geo, map);
         if let Some(p) = opts.destage_below_free_pages {
             ind.set_destage_below_free_pages(p);
@@ -279,14 +373,29 @@ impl Engine {
             dirty_segments[s as usize] = true;
         }
         if !opts.read_only {
+            // Erase what a commit cut short left before anything else: the next commit
+            // reuses its number, which would make such a copy count (docs/format.md).
+            meta::erase_leftovers(store.as_ref(), &sb, &loaded)?;
             sb.flags |= FLAG_DIRTY;
+            sb.pending_commit = 0;
             meta::write_superblock(store.as_ref(), &mut sb)?;
         }
         let report = OpenReport {
             unclean,
             rebuild: rebuild.clone(),
             bad_summary_copies: loaded.bad_copies.clone(),
+            lost_segments: loaded.lost.clone(),
+            stale_segments: loaded.stale.clone(),
+            erased_copies: if opts.read_only {
+                0
+            } else {
+                loaded.leftovers.len() as u64
+            },
+            forced_read_only,
         };
+        for w in report.warnings() {
+            tracing::error!("{w}");
+        }
         let engine = Engine {
             store,
             layout,
@@ -304,7 +413,7 @@ impl Engine {
                 },
             }),
             gate: RwLock::new(()),
-            stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             commit: Mutex::new(CommitState {
                 sb,
                 durable_copy: loaded.copy,
@@ -317,6 +426,8 @@ impl Engine {
             last_io_ns: AtomicU64::new(0),
             recovery: rebuild,
             replan: Mutex::new(None),
+            untrusted,
+            io_failure: Mutex::new(None),
         };
         Ok((engine, report))
     }
@@ -346,10 +457,18 @@ impl Engine {
         }
     }
 
-    fn route(&self, req: IoRequest, out: &mut Vec<PhysIo>) -> io::Result<Branch> {
+    /// Routes `req` through the indirector. For a write, also returns the mapping of its
+    /// pages from before routing, to undo the map change if the write's I/O fails.
+    fn route(&self, req: IoRequest, out: &mut Vec<PhysIo>) -> io::Result<(Branch, MappingBefore)> {
         self.last_io_ns
             .store(self.epoch.elapsed().as_nanos() as u64, Relaxed);
         let mut st = lock(&self.state);
+        let before = if req.op == Op::Write {
+            st.ind.mapping_of(req.sector, req.sectors)
+        } else {
+            self.refuse_untrusted(&st.ind, req)?;
+            Vec::new()
+        };
         let branch = st
             .ind
             .indirect(req, out)
@@ -370,7 +489,31 @@ impl Engine {
                 }
             }
         }
-        Ok(branch)
+        Ok((branch, before))
+    }
+
+    /// EIO for a read touching a page whose map cannot be trusted (docs/format.md
+    /// "Damaged metadata"): its current data may be in a slot no valid summary names.
+    fn refuse_untrusted(&self, ind: &Indirector, req: IoRequest) -> io::Result<()> {
+        if !self.untrusted.any() {
+            return Ok(());
+        }
+        let per_page = self.geo.page.sectors();
+        let pages = req.sector / per_page..(req.sector + req.sectors).div_ceil(per_page);
+        let bad = pages.clone().find(|&p| {
+            self.untrusted.pages.contains(&p)
+                || (self.untrusted.unknown && ind.map().lookup(p).is_none())
+        });
+        match bad {
+            None => Ok(()),
+            Some(p) => {
+                tracing::error!(
+                    fs_page = p,
+                    "read refused: the page's segment summaries are damaged; run 'reblock check --repair'"
+                );
+                Err(io::Error::from_raw_os_error(libc::EIO))
+            }
+        }
     }
 
     fn slot_of(&self, device_sector: u64) -> u32 {
@@ -386,7 +529,7 @@ impl Engine {
             sector,
             sectors: buf.len() as u64 / 512,
         };
-        let branch = self.route(req, &mut ios)?;
+        let (branch, _) = self.route(req, &mut ios)?;
         if matches!(branch, Branch::AllMapped | Branch::PartialReadDirty) {
             self.counters.read_hits.fetch_add(1, Relaxed);
         }
@@ -394,7 +537,8 @@ impl Engine {
             let at = (io.buf_offset_sectors * 512) as usize;
             let part = &mut buf[at..at + (io.sectors * 512) as usize];
             self.store
-                .read_at(Self::dev_of(io.region), part, io.device_sector * 512)?;
+                .read_at(Self::dev_of(io.region), part, io.device_sector * 512)
+                .map_err(|e| self.io_failed(e, "read"))?;
         }
         self.counters.reads.fetch_add(1, Relaxed);
         self.counters
@@ -404,8 +548,10 @@ impl Engine {
     }
 
     /// Writes whole sectors; the data goes where Algorithm 5 says, the map update is
-    /// durable after the next [`Engine::flush`].
-    pub fn write_sectors(&self, buf: &[u8], sector: u64) -> io::Result<()> {
+    /// durable after the next [`Engine::flush`]. The caller holds the pages' stripes
+    /// exclusively. If the data I/O fails, the map change is undone before the gate is
+    /// released, so no commit ever names a slot the failed write left half written.
+    fn write_sectors_locked(&self, buf: &[u8], sector: u64) -> io::Result<()> {
         if self.is_read_only() {
             return Err(rofs());
         }
@@ -416,18 +562,62 @@ impl Engine {
             sector,
             sectors: buf.len() as u64 / 512,
         };
-        self.route(req, &mut ios)?;
+        let (_, before) = self.route(req, &mut ios)?;
         for io in &ios {
             let at = (io.buf_offset_sectors * 512) as usize;
             let part = &buf[at..at + (io.sectors * 512) as usize];
-            self.store
-                .write_at(Self::dev_of(io.region), part, io.device_sector * 512)?;
+            if let Err(e) =
+                self.store
+                    .write_at(Self::dev_of(io.region), part, io.device_sector * 512)
+            {
+                if !lock(&self.state).ind.restore(&before) {
+                    self.fail_persistently("a failed write's map change could not be undone");
+                }
+                return Err(self.io_failed(e, "write"));
+            }
         }
         self.counters.writes.fetch_add(1, Relaxed);
         self.counters
             .bytes_written
             .fetch_add(buf.len() as u64, Relaxed);
         Ok(())
+    }
+
+    /// Writes whole sectors (see [`Engine::write_bytes`]).
+    pub fn write_sectors(&self, buf: &[u8], sector: u64) -> io::Result<()> {
+        let end = sector + buf.len() as u64 / 512;
+        let _stripes = self.lock_stripes(sector, end);
+        self.write_sectors_locked(buf, sector)
+    }
+
+    /// Classifies a failed backing I/O: ENOSPC fails the request only (space may come
+    /// back); anything else on a write, and a backing store that shrank, is persistent:
+    /// the export turns read-only rather than serve a guess.
+    fn io_failed(&self, e: io::Error, what: &str) -> io::Error {
+        let shrunk = crate::store::is_shrunk(&e);
+        if e.raw_os_error() == Some(libc::ENOSPC) {
+            tracing::warn!(error = %e, "backing store {what} failed: no space; the request fails, the export stays writable");
+        } else if what != "read" || shrunk {
+            self.fail_persistently(&format!("backing store {what} failed: {e}"));
+        } else {
+            tracing::error!(error = %e, "backing store read failed");
+        }
+        e
+    }
+
+    /// Turns the engine read-only for good (until restarted): every later write fails
+    /// with EROFS and every FLUSH with EIO, since what is durable is no longer known.
+    fn fail_persistently(&self, why: &str) {
+        let mut f = lock(&self.io_failure);
+        if f.is_none() {
+            tracing::error!("{why}: the export is now read-only; writes fail with EROFS and FLUSH with EIO until the server is restarted");
+            *f = Some(why.to_string());
+        }
+        self.read_only.store(true, Relaxed);
+    }
+
+    fn has_failed(&self) -> bool {
+        lock(&self.io_failure).is_some()
     }
 
     /// Byte-granular read (sub-sector edges read the enclosing sectors).
@@ -450,20 +640,20 @@ impl Engine {
         let aligned = offset.is_multiple_of(512) && buf.len().is_multiple_of(512);
         let start = offset / 512 * 512;
         let end = (offset + buf.len() as u64).div_ceil(512) * 512;
-        let _stripes = self.lock_stripes(start / 512, end / 512, !aligned);
+        let _stripes = self.lock_stripes(start / 512, end / 512);
         if aligned {
-            return self.write_sectors(buf, offset / 512);
+            return self.write_sectors_locked(buf, offset / 512);
         }
         let mut tmp = vec![0u8; (end - start) as usize];
         self.read_sectors(&mut tmp, start / 512)?;
         let at = (offset - start) as usize;
         tmp[at..at + buf.len()].copy_from_slice(buf);
-        self.write_sectors(&tmp, start / 512)
+        self.write_sectors_locked(&tmp, start / 512)
     }
 
     /// Locks the stripes of the pages holding sectors `first..end`, in ascending stripe
     /// order (so two writers never wait on each other crosswise).
-    fn lock_stripes(&self, first: u64, end: u64, exclusive: bool) -> Vec<StripeGuard<'_>> {
+    fn lock_stripes(&self, first: u64, end: u64) -> Vec<StripeGuard<'_>> {
         let per_page = self.geo.page.sectors();
         let (p0, p1) = (first / per_page, (end.max(first + 1) - 1) / per_page);
         let n = STRIPES as u64;
@@ -475,32 +665,28 @@ impl Engine {
         ids.sort_unstable();
         ids.dedup();
         ids.into_iter()
-            .map(|i| {
-                let l = &self.stripes[i];
-                if exclusive {
-                    StripeGuard::Exclusive(l.write().unwrap_or_else(|e| e.into_inner()))
-                } else {
-                    StripeGuard::Shared(l.read().unwrap_or_else(|e| e.into_inner()))
-                }
-            })
+            .map(|i| StripeGuard(self.stripes[i].lock().unwrap_or_else(|e| e.into_inner())))
             .collect()
     }
 
     /// Makes every write completed before the call durable, map included: data synced
     /// first, then the changed segment summaries written and synced (docs/format.md).
     ///
-    /// After a failed commit (NEEDS_CHECK set on a writable engine) every FLUSH fails with
-    /// EIO: the durable map is whatever the failed commit left, which only `reblock check`
-    /// may judge, so a retry that happens to succeed must not tell the client its writes
-    /// are safe. (An engine opened read-only on a NEEDS_CHECK image wrote nothing, so its
-    /// FLUSH has nothing to promise and succeeds.)
+    /// After a persistent I/O error (a failed commit, sync or write) every FLUSH fails
+    /// with EIO: a retry that happens to succeed must not tell the client its writes are
+    /// safe when an earlier one may have been lost. An engine opened read-only wrote
+    /// nothing, so its FLUSH has nothing to promise and succeeds.
     pub fn flush(&self) -> io::Result<()> {
-        if self.needs_check.load(Relaxed) && !self.opts.read_only {
-            return Err(io::Error::from_raw_os_error(libc::EIO));
+        let refuse = || {
+            (self.has_failed() || (self.needs_check.load(Relaxed) && !self.opts.read_only))
+                .then(|| io::Error::from_raw_os_error(libc::EIO))
+        };
+        if let Some(e) = refuse() {
+            return Err(e);
         }
         let mut c = lock(&self.commit);
-        if self.needs_check.load(Relaxed) && !self.opts.read_only {
-            return Err(io::Error::from_raw_os_error(libc::EIO));
+        if let Some(e) = refuse() {
+            return Err(e);
         }
         let snap = {
             let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
@@ -531,28 +717,35 @@ impl Engine {
         out
     }
 
-    /// The commit order: (1) fdatasync the data (and BOPT slot) writes, (2) write each
-    /// changed summary to the copy not holding its last durable version, (3) fdatasync,
-    /// (4) write the superblock with the new commit number, (5) fdatasync.
-    /// A failure sets NEEDS_CHECK and drops the engine to read-only.
+    /// The commit order (docs/format.md "Ordering"): (1) write the superblock naming
+    /// commit `n + 1` as pending, unsynced; (2) fdatasync the data (and the BOPT device,
+    /// which makes (1) durable with it); (3) write each changed summary to the copy not
+    /// holding its last durable version; (4) fdatasync; (5) write the superblock with
+    /// commit `n + 1` and nothing pending; fdatasync.
+    ///
+    /// A failure leaves the device as a crash at that point would (recovery takes commit
+    /// `n` or `n + 1`, both whole), but which of the two is durable is unknown here, so
+    /// the engine turns read-only and later FLUSHes fail with EIO.
     fn persist(&self, c: &mut CommitState, snap: Vec<(u32, Vec<u8>)>) -> io::Result<()> {
         let r = self.persist_inner(c, &snap);
         if let Err(e) = &r {
-            tracing::error!(error = %e, "metadata commit failed: read-only, NEEDS_CHECK set");
-            self.read_only.store(true, Relaxed);
-            self.needs_check.store(true, Relaxed);
+            self.fail_persistently(&format!("metadata commit failed: {e}"));
             let mut st = lock(&self.state);
             for (seg, _) in &snap {
                 st.dirty_segments[*seg as usize] = true;
             }
-            drop(st);
-            c.sb.flags |= FLAG_NEEDS_CHECK;
-            let _ = meta::write_superblock(self.store.as_ref(), &mut c.sb);
         }
         r
     }
 
     fn persist_inner(&self, c: &mut CommitState, snap: &[(u32, Vec<u8>)]) -> io::Result<()> {
+        if !snap.is_empty() {
+            // A summary copy that does not decode is forgiven as a torn write only while
+            // a durable superblock names its commit as pending; this write becomes
+            // durable with the data sync below, before any summary is written.
+            c.sb.pending_commit = c.sb.commit + 1;
+            meta::put_superblock(self.store.as_ref(), &mut c.sb).map_err(to_io)?;
+        }
         self.store.sync(Dev::Data)?;
         if !self.store.shared() {
             self.store.sync(Dev::Bopt)?;
@@ -570,6 +763,7 @@ impl Engine {
         // naming it is durable, so a commit touching several segments (a page relocated
         // from one to another) is all or nothing.
         c.sb.commit += 1;
+        c.sb.pending_commit = 0;
         meta::write_superblock(self.store.as_ref(), &mut c.sb).map_err(to_io)?;
         for (seg, _) in snap {
             c.durable_copy[*seg as usize] = 1 - c.durable_copy[*seg as usize];
@@ -598,21 +792,25 @@ impl Engine {
             let mut at = 0usize;
             for e in op.src.device_extents(&self.geo) {
                 let n = e.bytes() as usize;
-                self.store.read_at(
-                    Self::dev_of(op.src.region),
-                    &mut buf[at..at + n],
-                    e.start_sector * 512,
-                )?;
+                self.store
+                    .read_at(
+                        Self::dev_of(op.src.region),
+                        &mut buf[at..at + n],
+                        e.start_sector * 512,
+                    )
+                    .map_err(|e| self.io_failed(e, "copy read"))?;
                 at += n;
             }
             at = 0;
             for e in op.dst.device_extents(&self.geo) {
                 let n = e.bytes() as usize;
-                self.store.write_at(
-                    Self::dev_of(op.dst.region),
-                    &buf[at..at + n],
-                    e.start_sector * 512,
-                )?;
+                self.store
+                    .write_at(
+                        Self::dev_of(op.dst.region),
+                        &buf[at..at + n],
+                        e.start_sector * 512,
+                    )
+                    .map_err(|e| self.io_failed(e, "copy write"))?;
                 at += n;
             }
             self.counters
@@ -636,6 +834,11 @@ impl Engine {
             }
         }
         self.counters.steps_done.fetch_add(1, Relaxed);
+        if let Step::Copy(op) = step {
+            if op.kind == CopyKind::Incoming {
+                self.counters.promotions.fetch_add(op.pages(), Relaxed);
+            }
+        }
         if frees {
             let snap = self.snapshot(&c);
             self.persist(&mut c, snap)?;
@@ -725,13 +928,13 @@ impl Engine {
     /// This is the operator's request (`reblock reconfigure`, the control socket): on a
     /// detached engine it re-enables the BOPT. Automatic re-planning goes through
     /// [`Engine::reconfigure_unless_detached`] instead, so a detach stays done.
-    pub fn reconfigure(&self, plan: Plan) -> Result<DiffStats, String> {
+    pub fn reconfigure(&self, plan: Plan) -> Result<DiffStats, ReconfigureError> {
         self.reconfigure_inner(plan, true)
     }
 
     /// Like [`Engine::reconfigure`], but refused while the engine is detached (after
     /// `reblock detach`, only the operator re-enables the BOPT).
-    pub fn reconfigure_unless_detached(&self, plan: Plan) -> Result<DiffStats, String> {
+    pub fn reconfigure_unless_detached(&self, plan: Plan) -> Result<DiffStats, ReconfigureError> {
         self.reconfigure_inner(plan, false)
     }
 
@@ -740,17 +943,18 @@ impl Engine {
         lock(&self.state).ind.mode() == Mode::Detaching
     }
 
-    fn reconfigure_inner(&self, plan: Plan, leave_detach: bool) -> Result<DiffStats, String> {
+    fn reconfigure_inner(
+        &self,
+        plan: Plan,
+        leave_detach: bool,
+    ) -> Result<DiffStats, ReconfigureError> {
         if self.is_read_only() {
-            return Err("the engine is read-only".into());
+            return Err(ReconfigureError::ReadOnly);
         }
         let mut st = lock(&self.state);
         if st.ind.mode() == Mode::Detaching {
             if !leave_detach {
-                return Err(
-                    "the engine is detached; 'reblock reconfigure --plan' re-enables the BOPT"
-                        .into(),
-                );
+                return Err(ReconfigureError::Detached);
             }
             st.ind.set_mode(Mode::Normal);
         }
@@ -760,8 +964,7 @@ impl Engine {
             DiffOptions {
                 max_copy_pages: self.opts.max_copy_pages,
             },
-        )
-        .map_err(|e| e.to_string())?;
+        )?;
         st.queue.clear();
         st.queue.extend(r.steps.iter().copied());
         st.replans = 0;
@@ -859,6 +1062,8 @@ impl Engine {
         let hits = self.counters.read_hits.load(Relaxed);
         let writes = self.counters.writes.load(Relaxed);
         let flushes = self.counters.flushes.load(Relaxed);
+        let wb_pages = self.layout.write_buffer_pages;
+        let wb_used = st.ind.segments().write_buffer_valid();
         Status {
             data_bytes: self.layout.data_bytes,
             page_bytes: self.layout.page_bytes,
@@ -869,7 +1074,7 @@ impl Engine {
             map_heap_bytes: map.heap_bytes() as u64,
             mapped_write_buffer_pages: st.ind.segments().write_buffer_valid(),
             dirty_pages,
-            mode: format!("{:?}", st.ind.mode()).to_lowercase(),
+            mode: mode_name(st.ind.mode(), map.len()),
             read_only: self.is_read_only(),
             needs_check: self.needs_check.load(Relaxed),
             requests_served: reads + writes + flushes,
@@ -892,6 +1097,26 @@ impl Engine {
             reconfiguration: st.reconfig.clone(),
             recovery: self.recovery.clone(),
             replan: lock(&self.replan).clone(),
+            io_failure: lock(&self.io_failure).clone(),
+            uptime_s: self.epoch.elapsed().as_secs_f64(),
+            connections: self.counters.connections.load(Relaxed),
+            read_misses: reads.saturating_sub(hits),
+            write_buffer_fill: if wb_pages == 0 {
+                0.0
+            } else {
+                f64::from(wb_used) / f64::from(wb_pages)
+            },
+            destage_backlog_pages: dirty_pages,
+            promotions: self.counters.promotions.load(Relaxed),
+        }
+    }
+
+    /// The NBD server opened (`true`) or closed a connection (for `status`).
+    pub fn count_connection(&self, opened: bool) {
+        if opened {
+            self.counters.connections.fetch_add(1, Relaxed);
+        } else {
+            self.counters.connections.fetch_sub(1, Relaxed);
         }
     }
 
@@ -899,6 +1124,15 @@ impl Engine {
     pub fn set_replan_status(&self, s: crate::replan::ReplanStatus) {
         *lock(&self.replan) = Some(s);
     }
+}
+
+/// The mode `status` reports: the indirector's, except that a finished detach (nothing
+/// left mapped) reads "detached" rather than "detaching".
+fn mode_name(mode: Mode, mapped_pages: u32) -> String {
+    if mode == Mode::Detaching && mapped_pages == 0 {
+        return "detached".into();
+    }
+    format!("{mode:?}").to_lowercase()
 }
 
 /// BOPT slot ranges a step touches (their segments' summaries change).
@@ -973,5 +1207,8 @@ impl reblock_nbd::Export for Engine {
     }
     fn preferred_block_bytes(&self) -> u32 {
         self.layout.page_bytes
+    }
+    fn connection_changed(&self, opened: bool) {
+        self.count_connection(opened);
     }
 }

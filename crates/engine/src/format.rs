@@ -23,12 +23,95 @@ use thiserror::Error;
 
 pub const SUPERBLOCK_MAGIC: &[u8; 8] = b"RBLKSUPR";
 pub const SUMMARY_MAGIC: &[u8; 8] = b"RBLKSEGS";
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2: the superblock's pending-commit field (a commit in progress, see
+/// docs/format.md "Ordering") and both summary copies written at format, so a summary
+/// copy that does not decode is damage, never "not written yet". Version 1 images are
+/// refused: they leave copy 1 zeroed, which version 2 would report as damage.
+pub const FORMAT_VERSION: u32 = 2;
 /// One superblock copy's block; two copies end the BOPT device.
 pub const SUPERBLOCK_BYTES: u64 = 4096;
-const SUPERBLOCK_USED: usize = 128;
-const SUMMARY_HEADER: usize = 64;
-const ENTRY_BYTES: usize = 16;
+
+/// Byte offsets of the superblock's fields (docs/format.md "Superblock"; one 4096-byte
+/// block, every integer little-endian).
+pub mod sb_at {
+    /// 8 bytes: `RBLKSUPR`.
+    pub const MAGIC: usize = 0;
+    /// u32: [`super::FORMAT_VERSION`].
+    pub const VERSION: usize = 8;
+    /// u32: `FLAG_*` bits.
+    pub const FLAGS: usize = 12;
+    /// u64: +1 on every superblock write; copy `generation % 2` holds it.
+    pub const GENERATION: usize = 16;
+    /// u64: random at format; every summary repeats it.
+    pub const IMAGE_ID: usize = 24;
+    /// u64: bytes of the data area (the export).
+    pub const DATA_BYTES: usize = 32;
+    /// u64: where the BOPT region starts on its device.
+    pub const BOPT_OFFSET_BYTES: usize = 40;
+    /// u64: size of the BOPT device; the superblocks are its last 8 KiB.
+    pub const DEVICE_BYTES: usize = 48;
+    /// u64: bytes of the summary area.
+    pub const META_BYTES: usize = 56;
+    /// u32: page bytes (a power of two >= 512).
+    pub const PAGE_BYTES: usize = 64;
+    /// u32: pages per segment.
+    pub const SEGMENT_PAGES: usize = 68;
+    /// u32: slots in the BOPT.
+    pub const BOPT_PAGES: usize = 72;
+    /// u32: slots of the read cache (the first ones).
+    pub const READ_CACHE_PAGES: usize = 76;
+    /// u32: slots of the write buffer (the rest, whole segments).
+    pub const WRITE_BUFFER_PAGES: usize = 80;
+    /// u32: bytes of one summary copy.
+    pub const SUMMARY_BYTES: usize = 84;
+    /// u64: the last metadata commit that completed.
+    pub const COMMIT: usize = 88;
+    /// u64: the commit in progress when this superblock was written (`COMMIT + 1`), or
+    /// 0. Written before the summaries of that commit, so a summary copy that does not
+    /// decode may be a torn write of it only while this names a commit never completed.
+    pub const PENDING_COMMIT: usize = 96;
+    /// 20 bytes that must be zero.
+    pub const RESERVED: usize = 104;
+    /// u32: CRC-32C of bytes `0..CRC`.
+    pub const CRC: usize = 124;
+    /// Bytes in use; the rest of the block must be zero.
+    pub const USED: usize = 128;
+}
+
+/// Byte offsets of a segment summary's header fields and entries (docs/format.md
+/// "Segment summary").
+pub mod summary_at {
+    /// 8 bytes: `RBLKSEGS`.
+    pub const MAGIC: usize = 0;
+    /// u32: [`super::FORMAT_VERSION`].
+    pub const VERSION: usize = 8;
+    /// u32: the segment this copy belongs to.
+    pub const SEGMENT: usize = 12;
+    /// u64: the commit that wrote it.
+    pub const COMMIT: usize = 16;
+    /// u64: the superblock's image id.
+    pub const IMAGE_ID: usize = 24;
+    /// u32: entries (= segment pages).
+    pub const ENTRIES: usize = 32;
+    /// 24 bytes that must be zero.
+    pub const RESERVED: usize = 36;
+    /// u32: CRC-32C of bytes `0..CRC` followed by the entry bytes.
+    pub const CRC: usize = 60;
+    /// First entry; entry `i` is at `HEADER + ENTRY_BYTES * i`.
+    pub const HEADER: usize = 64;
+    /// Bytes per entry: FS page u64, BOPT slot u32, flags u32.
+    pub const ENTRY_BYTES: usize = 16;
+    /// Within an entry: u64 FS page.
+    pub const ENTRY_FS_PAGE: usize = 0;
+    /// Within an entry: u32 BOPT slot (= segment * segment_pages + i).
+    pub const ENTRY_SLOT: usize = 8;
+    /// Within an entry: u32 `ENTRY_*` flags.
+    pub const ENTRY_FLAGS: usize = 12;
+}
+
+const SUPERBLOCK_USED: usize = sb_at::USED;
+const SUMMARY_HEADER: usize = summary_at::HEADER;
+const ENTRY_BYTES: usize = summary_at::ENTRY_BYTES;
 
 /// Superblock flag: the engine is (or was, at a crash) serving; recovery must treat every
 /// map entry as dirty (seed 001 §3.5.1). The seed's REQUIRE flag.
@@ -267,6 +350,9 @@ pub struct Superblock {
     pub image_id: u64,
     /// The highest summary commit number when this superblock was written.
     pub commit: u64,
+    /// `commit + 1` while that commit is in progress (written before its summaries), else
+    /// 0: only then may a summary copy that does not decode be a torn write.
+    pub pending_commit: u64,
     pub layout: Layout,
 }
 
@@ -289,7 +375,7 @@ impl Superblock {
     /// | offset | size | field |
     /// |---|---|---|
     /// | 0 | 8 | magic `RBLKSUPR` |
-    /// | 8 | 4 | version (1) |
+    /// | 8 | 4 | version (2) |
     /// | 12 | 4 | flags: 1 DIRTY, 2 NEEDS_CHECK, 4 SEPARATE |
     /// | 16 | 8 | generation |
     /// | 24 | 8 | image id |
@@ -304,35 +390,39 @@ impl Superblock {
     /// | 80 | 4 | write-buffer pages |
     /// | 84 | 4 | summary bytes (one copy) |
     /// | 88 | 8 | commit number |
-    /// | 96 | 28 | zero |
+    /// | 96 | 8 | pending commit (commit + 1 while it is in progress, else 0) |
+    /// | 104 | 20 | zero |
     /// | 124 | 4 | CRC-32C of bytes 0..124 |
     /// | 128 | 3968 | zero |
     pub fn encode(&self) -> Vec<u8> {
+        use sb_at as at;
         let mut b = vec![0u8; SUPERBLOCK_BYTES as usize];
         let l = &self.layout;
-        b[0..8].copy_from_slice(SUPERBLOCK_MAGIC);
-        put_u32(&mut b, 8, FORMAT_VERSION);
-        put_u32(&mut b, 12, self.flags);
-        put_u64(&mut b, 16, self.generation);
-        put_u64(&mut b, 24, self.image_id);
-        put_u64(&mut b, 32, l.data_bytes);
-        put_u64(&mut b, 40, l.bopt_offset_bytes);
-        put_u64(&mut b, 48, l.device_bytes);
-        put_u64(&mut b, 56, l.meta_bytes());
-        put_u32(&mut b, 64, l.page_bytes);
-        put_u32(&mut b, 68, l.segment_pages);
-        put_u32(&mut b, 72, l.bopt_pages);
-        put_u32(&mut b, 76, l.read_cache_pages);
-        put_u32(&mut b, 80, l.write_buffer_pages);
-        put_u32(&mut b, 84, l.summary_bytes);
-        put_u64(&mut b, 88, self.commit);
-        let crc = crc32c(&[&b[..124]]);
-        put_u32(&mut b, 124, crc);
+        b[at::MAGIC..at::MAGIC + 8].copy_from_slice(SUPERBLOCK_MAGIC);
+        put_u32(&mut b, at::VERSION, FORMAT_VERSION);
+        put_u32(&mut b, at::FLAGS, self.flags);
+        put_u64(&mut b, at::GENERATION, self.generation);
+        put_u64(&mut b, at::IMAGE_ID, self.image_id);
+        put_u64(&mut b, at::DATA_BYTES, l.data_bytes);
+        put_u64(&mut b, at::BOPT_OFFSET_BYTES, l.bopt_offset_bytes);
+        put_u64(&mut b, at::DEVICE_BYTES, l.device_bytes);
+        put_u64(&mut b, at::META_BYTES, l.meta_bytes());
+        put_u32(&mut b, at::PAGE_BYTES, l.page_bytes);
+        put_u32(&mut b, at::SEGMENT_PAGES, l.segment_pages);
+        put_u32(&mut b, at::BOPT_PAGES, l.bopt_pages);
+        put_u32(&mut b, at::READ_CACHE_PAGES, l.read_cache_pages);
+        put_u32(&mut b, at::WRITE_BUFFER_PAGES, l.write_buffer_pages);
+        put_u32(&mut b, at::SUMMARY_BYTES, l.summary_bytes);
+        put_u64(&mut b, at::COMMIT, self.commit);
+        put_u64(&mut b, at::PENDING_COMMIT, self.pending_commit);
+        let crc = crc32c(&[&b[..at::CRC]]);
+        put_u32(&mut b, at::CRC, crc);
         b
     }
 
     /// Decodes and validates one copy; every inconsistency is an error naming its field.
     pub fn decode(b: &[u8]) -> Result<Superblock, FormatError> {
+        use sb_at as at;
         const W: &str = "superblock";
         if b.len() < SUPERBLOCK_USED {
             return Err(FormatError::Short {
@@ -341,10 +431,10 @@ impl Superblock {
                 need: SUPERBLOCK_USED,
             });
         }
-        if &b[0..8] != SUPERBLOCK_MAGIC {
+        if &b[at::MAGIC..at::MAGIC + 8] != SUPERBLOCK_MAGIC {
             return Err(FormatError::Magic { what: W });
         }
-        let (stored, computed) = (get_u32(b, 124), crc32c(&[&b[..124]]));
+        let (stored, computed) = (get_u32(b, at::CRC), crc32c(&[&b[..at::CRC]]));
         if stored != computed {
             return Err(FormatError::Checksum {
                 what: W,
@@ -352,7 +442,7 @@ impl Superblock {
                 computed,
             });
         }
-        let version = get_u32(b, 8);
+        let version = get_u32(b, at::VERSION);
         if version != FORMAT_VERSION {
             return Err(field(
                 W,
@@ -360,10 +450,10 @@ impl Superblock {
                 format!("{version} is not supported (this build reads {FORMAT_VERSION})"),
             ));
         }
-        if b[96..124].iter().any(|&x| x != 0) {
-            return Err(field(W, "reserved", "bytes 96..124 must be zero"));
+        if b[at::RESERVED..at::CRC].iter().any(|&x| x != 0) {
+            return Err(field(W, "reserved", "bytes 104..124 must be zero"));
         }
-        let flags = get_u32(b, 12);
+        let flags = get_u32(b, at::FLAGS);
         if flags & !KNOWN_FLAGS != 0 {
             return Err(field(
                 W,
@@ -372,23 +462,33 @@ impl Superblock {
             ));
         }
         let layout = Layout {
-            data_bytes: get_u64(b, 32),
-            bopt_offset_bytes: get_u64(b, 40),
-            device_bytes: get_u64(b, 48),
-            page_bytes: get_u32(b, 64),
-            segment_pages: get_u32(b, 68),
-            bopt_pages: get_u32(b, 72),
-            read_cache_pages: get_u32(b, 76),
-            write_buffer_pages: get_u32(b, 80),
-            summary_bytes: get_u32(b, 84),
+            data_bytes: get_u64(b, at::DATA_BYTES),
+            bopt_offset_bytes: get_u64(b, at::BOPT_OFFSET_BYTES),
+            device_bytes: get_u64(b, at::DEVICE_BYTES),
+            page_bytes: get_u32(b, at::PAGE_BYTES),
+            segment_pages: get_u32(b, at::SEGMENT_PAGES),
+            bopt_pages: get_u32(b, at::BOPT_PAGES),
+            read_cache_pages: get_u32(b, at::READ_CACHE_PAGES),
+            write_buffer_pages: get_u32(b, at::WRITE_BUFFER_PAGES),
+            summary_bytes: get_u32(b, at::SUMMARY_BYTES),
             separate: flags & FLAG_SEPARATE != 0,
         };
-        validate_layout(&layout, get_u64(b, 56))?;
+        validate_layout(&layout, get_u64(b, at::META_BYTES))?;
+        let commit = get_u64(b, at::COMMIT);
+        let pending_commit = get_u64(b, at::PENDING_COMMIT);
+        if pending_commit != 0 && Some(pending_commit) != commit.checked_add(1) {
+            return Err(field(
+                W,
+                "pending_commit",
+                format!("{pending_commit} is neither 0 nor commit {commit} + 1"),
+            ));
+        }
         Ok(Superblock {
             flags,
-            generation: get_u64(b, 16),
-            image_id: get_u64(b, 24),
-            commit: get_u64(b, 88),
+            generation: get_u64(b, at::GENERATION),
+            image_id: get_u64(b, at::IMAGE_ID),
+            commit,
+            pending_commit,
             layout,
         })
     }
@@ -506,7 +606,7 @@ impl Summary {
     /// | offset | size | field |
     /// |---|---|---|
     /// | 0 | 8 | magic `RBLKSEGS` |
-    /// | 8 | 4 | version (1) |
+    /// | 8 | 4 | version (2) |
     /// | 12 | 4 | segment index |
     /// | 16 | 8 | commit number |
     /// | 24 | 8 | image id (the superblock's) |
@@ -517,30 +617,32 @@ impl Summary {
     /// | 72 + 16 i | 4 | entry i: BOPT slot (= segment * segment_pages + i) |
     /// | 76 + 16 i | 4 | entry i: flags (1 VALID, 2 DIRTY) |
     pub fn encode(&self, summary_bytes: u32) -> Vec<u8> {
+        use summary_at as at;
         let mut b = vec![0u8; summary_bytes as usize];
-        b[0..8].copy_from_slice(SUMMARY_MAGIC);
-        put_u32(&mut b, 8, FORMAT_VERSION);
-        put_u32(&mut b, 12, self.segment);
-        put_u64(&mut b, 16, self.commit);
-        put_u64(&mut b, 24, self.image_id);
-        put_u32(&mut b, 32, self.entries.len() as u32);
+        b[at::MAGIC..at::MAGIC + 8].copy_from_slice(SUMMARY_MAGIC);
+        put_u32(&mut b, at::VERSION, FORMAT_VERSION);
+        put_u32(&mut b, at::SEGMENT, self.segment);
+        put_u64(&mut b, at::COMMIT, self.commit);
+        put_u64(&mut b, at::IMAGE_ID, self.image_id);
+        put_u32(&mut b, at::ENTRIES, self.entries.len() as u32);
         for (i, e) in self.entries.iter().enumerate() {
-            let at = SUMMARY_HEADER + ENTRY_BYTES * i;
-            put_u64(&mut b, at, e.fs_page);
-            put_u32(&mut b, at + 8, e.slot);
-            put_u32(&mut b, at + 12, e.flags);
+            let x = at::HEADER + ENTRY_BYTES * i;
+            put_u64(&mut b, x + at::ENTRY_FS_PAGE, e.fs_page);
+            put_u32(&mut b, x + at::ENTRY_SLOT, e.slot);
+            put_u32(&mut b, x + at::ENTRY_FLAGS, e.flags);
         }
-        let end = SUMMARY_HEADER + ENTRY_BYTES * self.entries.len();
-        let crc = crc32c(&[&b[..60], &b[SUMMARY_HEADER..end]]);
-        put_u32(&mut b, 60, crc);
+        let end = at::HEADER + ENTRY_BYTES * self.entries.len();
+        let crc = crc32c(&[&b[..at::CRC], &b[at::HEADER..end]]);
+        put_u32(&mut b, at::CRC, crc);
         b
     }
 
     /// Decodes one copy, checking magic, checksum, version, and that the entry count
     /// and slots match the expected segment.
     pub fn decode(b: &[u8], segment: u32, segment_pages: u32) -> Result<Summary, FormatError> {
+        use summary_at as at;
         const W: &str = "segment summary";
-        let need = SUMMARY_HEADER + ENTRY_BYTES * segment_pages as usize;
+        let need = at::HEADER + ENTRY_BYTES * segment_pages as usize;
         if b.len() < need {
             return Err(FormatError::Short {
                 what: W,
@@ -548,10 +650,10 @@ impl Summary {
                 need,
             });
         }
-        if &b[0..8] != SUMMARY_MAGIC {
+        if &b[at::MAGIC..at::MAGIC + 8] != SUMMARY_MAGIC {
             return Err(FormatError::Magic { what: W });
         }
-        let n = get_u32(b, 32);
+        let n = get_u32(b, at::ENTRIES);
         if n != segment_pages {
             return Err(field(
                 W,
@@ -560,8 +662,8 @@ impl Summary {
             ));
         }
         let (stored, computed) = (
-            get_u32(b, 60),
-            crc32c(&[&b[..60], &b[SUMMARY_HEADER..need]]),
+            get_u32(b, at::CRC),
+            crc32c(&[&b[..at::CRC], &b[at::HEADER..need]]),
         );
         if stored != computed {
             return Err(FormatError::Checksum {
@@ -570,55 +672,80 @@ impl Summary {
                 computed,
             });
         }
-        if b[36..60].iter().any(|&x| x != 0) {
+        if b[at::RESERVED..at::CRC].iter().any(|&x| x != 0) {
             return Err(field(W, "reserved", "bytes 36..60 must be zero"));
         }
-        if get_u32(b, 8) != FORMAT_VERSION {
+        if get_u32(b, at::VERSION) != FORMAT_VERSION {
             return Err(field(
                 W,
                 "version",
-                format!("{} is not supported", get_u32(b, 8)),
+                format!("{} is not supported", get_u32(b, at::VERSION)),
             ));
         }
-        if get_u32(b, 12) != segment {
+        if get_u32(b, at::SEGMENT) != segment {
             return Err(field(
                 W,
                 "segment",
-                format!("{} stored where segment {segment} belongs", get_u32(b, 12)),
+                format!(
+                    "{} stored where segment {segment} belongs",
+                    get_u32(b, at::SEGMENT)
+                ),
             ));
         }
-        let first = segment * segment_pages;
-        let mut entries = Vec::with_capacity(n as usize);
-        for i in 0..n {
-            let at = SUMMARY_HEADER + ENTRY_BYTES * i as usize;
-            let e = Entry {
-                fs_page: get_u64(b, at),
-                slot: get_u32(b, at + 8),
-                flags: get_u32(b, at + 12),
-            };
-            if e.slot != first + i {
-                return Err(field(
-                    W,
-                    "slot",
-                    format!("entry {i} names slot {}, expected {}", e.slot, first + i),
-                ));
-            }
-            if e.flags & !(ENTRY_VALID | ENTRY_DIRTY) != 0 {
-                return Err(field(
-                    W,
-                    "flags",
-                    format!("entry {i} has unknown bits {:#x}", e.flags),
-                ));
-            }
-            entries.push(e);
-        }
+        let entries = (0..n)
+            .map(|i| decode_entry(b, segment, segment_pages, i))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Summary {
             segment,
-            commit: get_u64(b, 16),
-            image_id: get_u64(b, 24),
+            commit: get_u64(b, at::COMMIT),
+            image_id: get_u64(b, at::IMAGE_ID),
             entries,
         })
     }
+
+    /// The FS pages a damaged copy still seems to name: every entry whose slot and flags
+    /// look right and that is marked valid, read without trusting the checksum. Only
+    /// used to know which pages a lost segment may have held, so that they answer EIO
+    /// rather than stale data; never to serve data.
+    pub fn salvage_pages(b: &[u8], segment: u32, segment_pages: u32) -> Vec<u64> {
+        let need = summary_at::HEADER + ENTRY_BYTES * segment_pages as usize;
+        if b.len() < need {
+            return Vec::new();
+        }
+        (0..segment_pages)
+            .filter_map(|i| decode_entry(b, segment, segment_pages, i).ok())
+            .filter(|e| e.valid())
+            .map(|e| e.fs_page)
+            .collect()
+    }
+}
+
+/// Entry `i` of a summary of `segment`, checked for its slot and flag bits.
+fn decode_entry(b: &[u8], segment: u32, segment_pages: u32, i: u32) -> Result<Entry, FormatError> {
+    use summary_at as at;
+    const W: &str = "segment summary";
+    let x = at::HEADER + ENTRY_BYTES * i as usize;
+    let e = Entry {
+        fs_page: get_u64(b, x + at::ENTRY_FS_PAGE),
+        slot: get_u32(b, x + at::ENTRY_SLOT),
+        flags: get_u32(b, x + at::ENTRY_FLAGS),
+    };
+    let want = u64::from(segment) * u64::from(segment_pages) + u64::from(i);
+    if u64::from(e.slot) != want {
+        return Err(field(
+            W,
+            "slot",
+            format!("entry {i} names slot {}, expected {want}", e.slot),
+        ));
+    }
+    if e.flags & !(ENTRY_VALID | ENTRY_DIRTY) != 0 {
+        return Err(field(
+            W,
+            "flags",
+            format!("entry {i} has unknown bits {:#x}", e.flags),
+        ));
+    }
+    Ok(e)
 }
 
 #[cfg(test)]
@@ -659,6 +786,7 @@ mod tests {
             generation: 7,
             image_id: 0xfeed,
             commit: 42,
+            pending_commit: 43,
             layout: layout(),
         };
         let mut b = sb.encode();
@@ -684,6 +812,7 @@ mod tests {
             generation: 1,
             image_id: 1,
             commit: 0,
+            pending_commit: 0,
             layout: layout(),
         };
         sb.layout.write_buffer_pages += 1;

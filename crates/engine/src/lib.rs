@@ -21,4 +21,4 @@ pub mod store;
 pub use engine::{Engine, EngineOptions, OpenReport, Status};
 pub use format::{Layout, LayoutRequest, Superblock};
 pub use meta::MetaError;
-pub use store::{Dev, FileStore, Logged, MemStore, Store};
+pub use store::{Dev, Fault, FaultStore, FileStore, Logged, MemStore, Store};

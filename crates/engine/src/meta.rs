@@ -87,15 +87,21 @@ pub fn read_superblock(store: &dyn Store) -> Result<FoundSuperblock, MetaError> 
 /// Writes the next generation of `sb` to the copy it selects (`generation % 2`), then
 /// syncs: the other copy keeps the previous generation until this one is durable.
 pub fn write_superblock(store: &dyn Store, sb: &mut Superblock) -> Result<(), MetaError> {
+    put_superblock(store, sb)?;
+    store
+        .sync(Dev::Bopt)
+        .map_err(io_err("sync after superblock"))
+}
+
+/// Writes the next generation of `sb` without syncing: the caller's next sync of the
+/// BOPT device makes it durable (the pending-commit superblock rides on the data sync).
+pub fn put_superblock(store: &dyn Store, sb: &mut Superblock) -> Result<(), MetaError> {
     sb.generation += 1;
     let copy = (sb.generation % 2) as u32;
     let off = sb.layout.superblock_offset(copy);
     store
         .write_at(Dev::Bopt, &sb.encode(), off)
-        .map_err(io_err(format!("superblock copy {copy}")))?;
-    store
-        .sync(Dev::Bopt)
-        .map_err(io_err("sync after superblock"))
+        .map_err(io_err(format!("superblock copy {copy}")))
 }
 
 /// Writes an empty BOPT: every segment's summary (copy 0, commit 0) and both superblock
@@ -108,15 +114,14 @@ pub fn format(store: &dyn Store, layout: &Layout, image_id: u64) -> Result<Super
             image_id,
             entries: empty_entries(layout, seg),
         };
-        let off = layout.summary_offset(seg, 0);
-        store
-            .write_at(Dev::Bopt, &s.encode(layout.summary_bytes), off)
-            .map_err(io_err(format!("summary of segment {seg}")))?;
-        // Copy 1 is zeroed so leftovers of an older format can never decode as current.
-        let zero = vec![0u8; layout.summary_bytes as usize];
-        store
-            .write_at(Dev::Bopt, &zero, layout.summary_offset(seg, 1))
-            .map_err(io_err(format!("summary copy 1 of segment {seg}")))?;
+        // Both copies, so that a copy which does not decode is always damage (or a torn
+        // write of a commit the superblock marks pending), never "not written yet".
+        let bytes = s.encode(layout.summary_bytes);
+        for copy in 0..2 {
+            store
+                .write_at(Dev::Bopt, &bytes, layout.summary_offset(seg, copy))
+                .map_err(io_err(format!("summary copy {copy} of segment {seg}")))?;
+        }
     }
     store
         .sync(Dev::Bopt)
@@ -126,6 +131,7 @@ pub fn format(store: &dyn Store, layout: &Layout, image_id: u64) -> Result<Super
         generation: 0,
         image_id,
         commit: 0,
+        pending_commit: 0,
         layout: *layout,
     };
     write_superblock(store, &mut sb)?;
@@ -164,7 +170,8 @@ pub fn segment_entries(layout: &Layout, map: &Map, seg: u32) -> Vec<Entry> {
         .collect()
 }
 
-/// Per segment, the newest valid summary copy of a commit the superblock records.
+/// Per segment, the newest valid summary copy of a commit the superblock records, and
+/// what could not be trusted.
 #[derive(Clone, Debug, Default)]
 pub struct LoadedSummaries {
     pub chosen: Vec<Option<Summary>>,
@@ -174,44 +181,144 @@ pub struct LoadedSummaries {
     pub bad_copies: Vec<(u32, u32, String)>,
     /// Copies newer than the superblock's commit number (a commit cut short).
     pub uncommitted: u64,
+    /// (segment, copy) left by a commit cut short, whole or torn: a writable open
+    /// overwrites each with its segment's chosen copy before anything else, so that no
+    /// later commit reusing the number can make it count (docs/format.md "Ordering").
+    pub leftovers: Vec<(u32, u32)>,
+    /// Segments with no valid committed copy: their map is lost.
+    pub lost: Vec<u32>,
+    /// Segments with one valid copy and one damaged copy that may have been the newer:
+    /// the valid copy cannot be proven current.
+    pub stale: Vec<u32>,
+    /// FS pages the lost and stale segments may map (from their readable entries).
+    pub untrusted_pages: std::collections::BTreeSet<u64>,
+    /// A lost or stale segment has a copy so damaged that its pages are unknown.
+    pub untrusted_unknown: bool,
 }
 
+/// One summary copy as read.
+enum CopyRead {
+    Committed(Summary),
+    Uncommitted,
+    Bad(String),
+}
+
+fn read_copy(
+    store: &dyn Store,
+    sb: &Superblock,
+    seg: u32,
+    copy: u32,
+    buf: &mut [u8],
+) -> Result<CopyRead, MetaError> {
+    let off = sb.layout.summary_offset(seg, copy);
+    store
+        .read_at(Dev::Bopt, buf, off)
+        .map_err(io_err(format!("summary of segment {seg} copy {copy}")))?;
+    Ok(match Summary::decode(buf, seg, sb.layout.segment_pages) {
+        Ok(s) if s.image_id != sb.image_id => CopyRead::Bad(format!(
+            "image id {:#x} is not this image's {:#x}",
+            s.image_id, sb.image_id
+        )),
+        // Written by a commit whose superblock never became durable: rolled back.
+        Ok(s) if s.commit > sb.commit => CopyRead::Uncommitted,
+        Ok(s) => CopyRead::Committed(s),
+        Err(e) => CopyRead::Bad(e.to_string()),
+    })
+}
+
+/// Reads both copies of every segment and decides which to trust. A copy that does not
+/// decode is forgiven (taken as a torn write of the commit in progress) only while the
+/// superblock names a pending commit and the other copy is valid; otherwise its segment
+/// is lost or stale, and the FS pages its readable entries name are collected.
 pub fn load_summaries(store: &dyn Store, sb: &Superblock) -> Result<LoadedSummaries, MetaError> {
     let l = &sb.layout;
     let mut out = LoadedSummaries::default();
-    let mut buf = vec![0u8; l.summary_bytes as usize];
+    let mut bufs = [
+        vec![0u8; l.summary_bytes as usize],
+        vec![0u8; l.summary_bytes as usize],
+    ];
+    let pending = sb.pending_commit != 0;
     for seg in 0..l.segments() {
-        let mut best: Option<(u32, Summary)> = None;
-        for copy in 0..2 {
-            let off = l.summary_offset(seg, copy);
-            store
-                .read_at(Dev::Bopt, &mut buf, off)
-                .map_err(io_err(format!("summary of segment {seg} copy {copy}")))?;
-            match Summary::decode(&buf, seg, l.segment_pages) {
-                Ok(s) if s.image_id != sb.image_id => out.bad_copies.push((
-                    seg,
-                    copy,
-                    format!(
-                        "image id {:#x} is not this image's {:#x}",
-                        s.image_id, sb.image_id
-                    ),
-                )),
-                // Written by a commit whose superblock never became durable: rolled back.
-                Ok(s) if s.commit > sb.commit => out.uncommitted += 1,
-                Ok(s) => {
-                    if best.as_ref().is_none_or(|(_, b)| s.commit > b.commit) {
-                        best = Some((copy, s));
-                    }
+        let [b0, b1] = &mut bufs;
+        let reads = [
+            read_copy(store, sb, seg, 0, b0)?,
+            read_copy(store, sb, seg, 1, b1)?,
+        ];
+        let mut best: Option<(u32, &Summary)> = None;
+        for (copy, r) in reads.iter().enumerate() {
+            match r {
+                CopyRead::Committed(s) if best.is_none_or(|(_, b)| s.commit > b.commit) => {
+                    best = Some((copy as u32, s));
                 }
-                // A never-written second copy is all zeros: not worth reporting.
-                Err(_) if buf.iter().all(|&b| b == 0) => {}
-                Err(e) => out.bad_copies.push((seg, copy, e.to_string())),
+                CopyRead::Committed(_) => {}
+                CopyRead::Uncommitted => out.uncommitted += 1,
+                CopyRead::Bad(why) => out.bad_copies.push((seg, copy as u32, why.clone())),
             }
         }
-        out.copy.push(best.as_ref().map_or(1, |(c, _)| *c));
-        out.chosen.push(best.map(|(_, s)| s));
+        let damaged = reads.iter().any(|r| matches!(r, CopyRead::Bad(_)));
+        match best {
+            Some((c, s)) if !damaged || pending => {
+                let other = 1 - c;
+                if !matches!(reads[other as usize], CopyRead::Committed(_)) {
+                    out.leftovers.push((seg, other));
+                }
+                out.copy.push(c);
+                out.chosen.push(Some(s.clone()));
+            }
+            Some((c, s)) => {
+                out.stale.push(seg);
+                out.untrusted_pages
+                    .extend(s.entries.iter().filter(|e| e.valid()).map(|e| e.fs_page));
+                note_salvage(&mut out, &bufs[(1 - c) as usize], seg, l.segment_pages);
+                out.copy.push(c);
+                out.chosen.push(Some(s.clone()));
+            }
+            None => {
+                out.lost.push(seg);
+                let salvaged: Vec<u64> = bufs
+                    .iter()
+                    .flat_map(|b| Summary::salvage_pages(b, seg, l.segment_pages))
+                    .collect();
+                out.untrusted_unknown |= salvaged.is_empty();
+                out.untrusted_pages.extend(salvaged);
+                out.copy.push(1);
+                out.chosen.push(None);
+            }
+        }
     }
     Ok(out)
+}
+
+/// Adds the pages a damaged copy still names; none readable means they are unknown.
+fn note_salvage(out: &mut LoadedSummaries, bytes: &[u8], seg: u32, segment_pages: u32) {
+    let pages = Summary::salvage_pages(bytes, seg, segment_pages);
+    out.untrusted_unknown |= pages.is_empty();
+    out.untrusted_pages.extend(pages);
+}
+
+/// Overwrites every leftover copy of a commit cut short with its segment's chosen copy
+/// (not synced: the superblock write that follows syncs it).
+pub fn erase_leftovers(
+    store: &dyn Store,
+    sb: &Superblock,
+    loaded: &LoadedSummaries,
+) -> Result<(), MetaError> {
+    let l = &sb.layout;
+    for &(seg, copy) in &loaded.leftovers {
+        let Some(s) = &loaded.chosen[seg as usize] else {
+            continue;
+        };
+        store
+            .write_at(
+                Dev::Bopt,
+                &s.encode(l.summary_bytes),
+                l.summary_offset(seg, copy),
+            )
+            .map_err(io_err(format!(
+                "erase summary copy {copy} of segment {seg}"
+            )))?;
+    }
+    Ok(())
 }
 
 /// What rebuilding the map found.
@@ -219,8 +326,16 @@ pub fn load_summaries(store: &dyn Store, sb: &Superblock) -> Result<LoadedSummar
 pub struct RebuildReport {
     pub entries: u64,
     pub dirty: u64,
-    /// Segments with no valid summary copy (treated as empty).
+    /// Segments with no valid summary copy: their map is lost, their pages answer EIO.
     pub lost_segments: Vec<u32>,
+    /// Segments whose newest committed copy may be the damaged one: the surviving older
+    /// copy cannot be proven current, so their pages answer EIO too.
+    pub stale_segments: Vec<u32>,
+    /// FS pages the lost and stale segments may map (they answer EIO).
+    pub untrusted_pages: u64,
+    /// Some pages of a lost or stale segment could not be identified: every page not
+    /// mapped elsewhere answers EIO.
+    pub untrusted_unknown: bool,
     /// Valid entries naming an FS page past the data area (ignored).
     pub out_of_range: u64,
     /// Entries that lost to a newer commit's entry for the same FS page (a torn commit
@@ -272,6 +387,9 @@ pub fn rebuild_map(
         rep.entries += 1;
         rep.dirty += u64::from(dirty);
     }
+    rep.stale_segments = loaded.stale.clone();
+    rep.untrusted_pages = loaded.untrusted_pages.len() as u64;
+    rep.untrusted_unknown = loaded.untrusted_unknown;
     rewrite.extend(rep.lost_segments.iter().copied());
     rep.rewrite_segments = rewrite.into_iter().collect();
     Ok((map, rep))

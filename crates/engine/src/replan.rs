@@ -10,7 +10,7 @@
 use crate::engine::Engine;
 use reblock_layout::Plan;
 use reblock_nbd::{Op as NbdOp, RequestEvent, RequestObserver};
-use reblock_plan::{build_graphs, by_name, policies, MasterGraph, PlanParams, Policy, TargetSpace};
+use reblock_plan::{build_graphs, by_name, policies, PlanParams, Policy};
 use reblock_trace::{Op, Request};
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -175,8 +175,7 @@ impl RequestObserver for RequestWindow {
 /// reblock-plan's `Plan::try_from` refuses it). Asked of the policy itself, on an empty
 /// graph, so a new policy is classified without a list kept here.
 fn places_into_read_cache(p: &dyn Policy) -> bool {
-    let empty = MasterGraph::from_edges(Vec::new(), Vec::new());
-    p.plan(&empty, &PlanParams::default()).space == TargetSpace::ReadCache
+    p.capabilities().online()
 }
 
 /// The policies online re-planning can apply, in the plan crate's order.
@@ -227,7 +226,9 @@ pub fn plan_and_apply(
     let placement = p.plan(&graph, &params);
     let plan = Plan::try_from(&placement).map_err(|e| e.to_string())?;
     let pages = plan.pages();
-    engine.reconfigure_unless_detached(plan)?;
+    engine
+        .reconfigure_unless_detached(plan)
+        .map_err(|e| e.to_string())?;
     Ok(pages)
 }
 

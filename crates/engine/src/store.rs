@@ -43,6 +43,35 @@ impl FileStore {
     }
 }
 
+/// An I/O that passes the end of a regular backing file: the file shrank while serving
+/// (someone truncated it). A write there would silently re-extend the file with a hole
+/// where data was, so it is refused.
+#[derive(Debug, thiserror::Error)]
+#[error("{op} of bytes {start}..{end}: the backing file is only {actual_bytes} bytes; it shrank while serving (truncated?), so the request is refused rather than refilled with a hole")]
+pub struct ShrunkError {
+    pub op: &'static str,
+    pub start: u64,
+    pub end: u64,
+    pub actual_bytes: u64,
+}
+
+/// True when `e` is a [`ShrunkError`].
+pub fn is_shrunk(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|i| i.is::<ShrunkError>())
+}
+
+fn shrunk(op: &'static str, f: &File, offset: u64, n: usize) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        ShrunkError {
+            op,
+            start: offset,
+            end: offset + n as u64,
+            actual_bytes: f.metadata().map(|m| m.len()).unwrap_or(0),
+        },
+    )
+}
+
 /// Size of a file or block device (`metadata().len()` is 0 for block devices).
 pub fn file_len(f: &File) -> io::Result<u64> {
     use std::io::{Seek, SeekFrom};
@@ -52,10 +81,24 @@ pub fn file_len(f: &File) -> io::Result<u64> {
 
 impl Store for FileStore {
     fn read_at(&self, dev: Dev, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.file(dev).read_exact_at(buf, offset)
+        let f = self.file(dev);
+        f.read_exact_at(buf, offset).map_err(|e| {
+            if e.kind() == io::ErrorKind::UnexpectedEof {
+                shrunk("read", f, offset, buf.len())
+            } else {
+                e
+            }
+        })
     }
+    /// Refuses a write past the end of a regular file (one fstat per write): the engine
+    /// never grows its files after formatting, so such a write means the file shrank.
     fn write_at(&self, dev: Dev, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.file(dev).write_all_at(buf, offset)
+        let f = self.file(dev);
+        let m = f.metadata()?;
+        if m.file_type().is_file() && offset + buf.len() as u64 > m.len() {
+            return Err(shrunk("write", f, offset, buf.len()));
+        }
+        f.write_all_at(buf, offset)
     }
     fn sync(&self, dev: Dev) -> io::Result<()> {
         self.file(dev).sync_data()
@@ -189,6 +232,153 @@ impl Store for MemStore {
         } else {
             g.bopt.len()
         } as u64)
+    }
+    fn shared(&self) -> bool {
+        self.shared
+    }
+}
+
+/// What a [`FaultStore`] does at its N-th write or sync.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// That operation fails with this errno (ENOSPC, EIO) and changes nothing; later
+    /// operations succeed.
+    Fail { at_op: u64, errno: i32 },
+    /// The process dies at that operation: it and everything after fail with EIO, and
+    /// [`FaultStore::crashed_image`] gives the devices as a power cut would leave them.
+    Crash { at_op: u64 },
+}
+
+/// An in-memory store (shared or separate) that injects one [`Fault`] at a chosen write
+/// or sync, counted across threads, and models a volatile write cache: writes not yet
+/// covered by a sync of their device may be lost at a crash, in any subset.
+pub struct FaultStore {
+    inner: Mutex<FaultInner>,
+    shared: bool,
+}
+
+struct FaultInner {
+    /// Current contents, [data, bopt].
+    now: [Vec<u8>; 2],
+    /// Contents as of each device's last sync.
+    durable: [Vec<u8>; 2],
+    /// Writes since each device's last sync, in order.
+    unsynced: [Vec<(u64, Vec<u8>)>; 2],
+    ops: u64,
+    fault: Option<Fault>,
+    crashed: bool,
+}
+
+fn errno(e: i32) -> io::Error {
+    io::Error::from_raw_os_error(e)
+}
+
+impl FaultStore {
+    /// `bopt` of `None`: one shared device.
+    pub fn new(data: Vec<u8>, bopt: Option<Vec<u8>>) -> FaultStore {
+        let shared = bopt.is_none();
+        let bopt = bopt.unwrap_or_default();
+        FaultStore {
+            shared,
+            inner: Mutex::new(FaultInner {
+                durable: [data.clone(), bopt.clone()],
+                now: [data, bopt],
+                unsynced: [Vec::new(), Vec::new()],
+                ops: 0,
+                fault: None,
+                crashed: false,
+            }),
+        }
+    }
+    /// Arms `fault`, counting operations from now (operation 0 is the next one).
+    pub fn arm(&self, fault: Option<Fault>) {
+        let mut g = self.inner.lock().expect("lock");
+        g.ops = 0;
+        g.fault = fault;
+    }
+    /// Writes and syncs issued since the last [`FaultStore::arm`].
+    pub fn ops(&self) -> u64 {
+        self.inner.lock().expect("lock").ops
+    }
+    pub fn crashed(&self) -> bool {
+        self.inner.lock().expect("lock").crashed
+    }
+    /// The devices after a power cut now: the synced contents plus the unsynced writes
+    /// for which `keep(device, index)` says true, applied in issue order.
+    pub fn crashed_image(&self, mut keep: impl FnMut(usize, usize) -> bool) -> FaultStore {
+        let g = self.inner.lock().expect("lock");
+        let mut devs = g.durable.clone();
+        for (d, writes) in g.unsynced.iter().enumerate() {
+            for (i, (off, bytes)) in writes.iter().enumerate() {
+                if keep(d, i) {
+                    let at = *off as usize;
+                    devs[d][at..at + bytes.len()].copy_from_slice(bytes);
+                }
+            }
+        }
+        let [data, bopt] = devs;
+        FaultStore::new(data, (!self.shared).then_some(bopt))
+    }
+    /// The data device's current bytes.
+    pub fn data(&self) -> Vec<u8> {
+        self.inner.lock().expect("lock").now[0].clone()
+    }
+    fn index(&self, dev: Dev) -> usize {
+        match (self.shared, dev) {
+            (true, _) | (false, Dev::Data) => 0,
+            (false, Dev::Bopt) => 1,
+        }
+    }
+}
+
+impl FaultInner {
+    /// Counts one write or sync and says whether it may proceed.
+    fn step(&mut self) -> io::Result<()> {
+        let op = self.ops;
+        self.ops += 1;
+        if self.crashed {
+            return Err(errno(libc::EIO));
+        }
+        match self.fault {
+            Some(Fault::Fail { at_op, errno: e }) if at_op == op => Err(errno(e)),
+            Some(Fault::Crash { at_op }) if at_op == op => {
+                self.crashed = true;
+                Err(errno(libc::EIO))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Store for FaultStore {
+    fn read_at(&self, dev: Dev, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        let g = self.inner.lock().expect("lock");
+        if g.crashed {
+            return Err(errno(libc::EIO));
+        }
+        let v = &g.now[self.index(dev)];
+        buf.copy_from_slice(&v[range(v.len(), offset, buf.len())?]);
+        Ok(())
+    }
+    fn write_at(&self, dev: Dev, buf: &[u8], offset: u64) -> io::Result<()> {
+        let d = self.index(dev);
+        let mut g = self.inner.lock().expect("lock");
+        g.step()?;
+        let r = range(g.now[d].len(), offset, buf.len())?;
+        g.now[d][r].copy_from_slice(buf);
+        g.unsynced[d].push((offset, buf.to_vec()));
+        Ok(())
+    }
+    fn sync(&self, dev: Dev) -> io::Result<()> {
+        let d = self.index(dev);
+        let mut g = self.inner.lock().expect("lock");
+        g.step()?;
+        g.durable[d] = g.now[d].clone();
+        g.unsynced[d].clear();
+        Ok(())
+    }
+    fn len(&self, dev: Dev) -> io::Result<u64> {
+        Ok(self.inner.lock().expect("lock").now[self.index(dev)].len() as u64)
     }
     fn shared(&self) -> bool {
         self.shared

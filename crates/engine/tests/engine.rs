@@ -1,6 +1,6 @@
 //! Engine behaviour on an in-memory store: reconfiguration to a plan, detach, a failed
-//! commit turning the engine read-only with NEEDS_CHECK, clean stop keeping dirty bits,
-//! and the offline check finding and repairing damage.
+//! commit turning the engine read-only (and recovering at the next open), clean stop
+//! keeping dirty bits, and the offline check finding and repairing damage.
 
 use reblock_engine::check::check;
 use reblock_engine::format::{LayoutRequest, FLAG_NEEDS_CHECK};
@@ -108,7 +108,7 @@ fn clean_stop_keeps_true_dirty_bits_and_unclean_marks_all_dirty() {
 }
 
 #[test]
-fn failed_commit_sets_needs_check_and_goes_read_only() {
+fn failed_commit_turns_the_engine_read_only() {
     let (store, _) = setup();
     let e = open(&store);
     e.write_sectors(&page(5), 0).unwrap();
@@ -118,26 +118,25 @@ fn failed_commit_sets_needs_check_and_goes_read_only() {
     let err = e.write_sectors(&page(6), 80).unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc_erofs()));
     store.fail_writes(None);
-    // The superblock write also failed (same device), so mark it as a later check would.
+    // A failed commit leaves what a crash would; NEEDS_CHECK is for an operator's doubt.
     let found = read_superblock(store.as_ref()).unwrap();
-    assert_eq!(
-        found.sb.flags & FLAG_NEEDS_CHECK,
-        0,
-        "the dying device took no superblock"
-    );
+    assert_eq!(found.sb.flags & FLAG_NEEDS_CHECK, 0);
 }
 
 fn libc_erofs() -> i32 {
     30
 }
 
+/// A commit that fails (here: the summary area refuses writes) leaves the device as a
+/// crash at that point would: the next open recovers the last complete commit, writable,
+/// with a clean check, and the write flushed before it reads back.
 #[test]
-fn needs_check_refuses_a_writable_open() {
+fn failed_commit_recovers_at_the_next_open() {
     let (store, l) = setup();
     let e = open(&store);
     e.write_sectors(&page(5), 0).unwrap();
-    // Summaries fail but the superblock copies (past the slots) still take writes: break
-    // only the summary area.
+    e.flush().unwrap();
+    drop(e);
     let fail_summary = MemStoreFailingBelow {
         inner: store.clone(),
         limit: l.slot_offset(0),
@@ -145,9 +144,26 @@ fn needs_check_refuses_a_writable_open() {
     let e2 = Engine::open(Arc::new(fail_summary), EngineOptions::default())
         .unwrap()
         .0;
-    e2.write_sectors(&page(7), 0).unwrap();
+    e2.write_sectors(&page(7), 8).unwrap();
     assert!(e2.flush().is_err());
-    drop(e);
+    assert!(e2.is_read_only());
+    drop(e2);
+    let e3 = open(&store);
+    assert!(!e3.is_read_only());
+    let mut b = page(0);
+    e3.read_sectors(&mut b, 0).unwrap();
+    assert_eq!(b, page(5), "the flushed write survives");
+    e3.close(false).unwrap();
+    let rep = check(store.as_ref(), false).unwrap();
+    assert!(rep.is_clean(), "{:?}", rep.problems);
+}
+
+#[test]
+fn needs_check_refuses_a_writable_open() {
+    let (store, _) = setup();
+    let mut sb = read_superblock(store.as_ref()).unwrap().sb;
+    sb.flags |= FLAG_NEEDS_CHECK;
+    reblock_engine::meta::write_superblock(store.as_ref(), &mut sb).unwrap();
     let err = Engine::open(store.clone(), EngineOptions::default())
         .err()
         .expect("refused");
@@ -294,10 +310,10 @@ fn concurrent_sub_sector_writes_to_one_sector_are_not_lost() {
     );
 }
 
-/// Regression: after a failed metadata commit (NEEDS_CHECK set), `flush` retried the
+/// Regression: after a failed metadata commit, `flush` retried the
 /// commit (the failed snapshot's segments were re-dirtied) and, once the device took
 /// writes again, reported success: a client saw FLUSH succeed on a map nobody had checked.
-/// With NEEDS_CHECK set, FLUSH must keep failing (EIO), like writes (EROFS).
+/// After a failed commit, FLUSH must keep failing (EIO), like writes (EROFS).
 #[test]
 fn flush_after_a_failed_commit_keeps_failing() {
     let (store, _) = setup();
@@ -310,7 +326,7 @@ fn flush_after_a_failed_commit_keeps_failing() {
         .flush()
         .expect_err("a later FLUSH must not retry the commit");
     assert_eq!(err.raw_os_error(), Some(5), "{err}");
-    assert!(e.status().needs_check);
+    assert!(e.status().io_failure.is_some());
     let err = e.write_bytes(&[1; 100], 10).unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc_erofs()));
     let err = reblock_nbd::Export::write_at(&e, &page(1), 0, true).unwrap_err();

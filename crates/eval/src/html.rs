@@ -1,18 +1,29 @@
 //! The HTML report of an evaluation: SVG plots (plotters) of busy time per phase per
-//! policy (seed 000 Figures 6-8), non-sequential fraction and seek distance, hit rate,
-//! data moved, planning time, and with a sweep the sensitivity curves of seed 000 §6.5.
+//! policy (as BORG's evaluation figures show it), response-time CDFs and percentiles per
+//! policy, non-sequential fraction and seek distance, hit rate, data moved, planning time,
+//! and with a sweep the sensitivity charts. Palette, legends and titles are the analysis
+//! report's (`reblock_analyze::chart`), so both reports read alike.
 
 use std::fmt::Write as _;
+use std::io;
 
 use plotters::prelude::*;
+use reblock_analyze::chart::{
+    cdf_svg, colour, escape as esc, legend_strip, log_range, plot_err, render as svg,
+    spans_decades, CdfSeries, FONT,
+};
+use reblock_analyze::report::category;
 
 use crate::results::{Evaluation, PolicyResult};
 
 const W: u32 = 720;
+const H: u32 = 360;
 
 /// A bar chart: title, unit, and the figure it plots per policy.
 type Bar = (&'static str, &'static str, fn(&PolicyResult) -> f64);
-const H: u32 = 340;
+
+/// One series of a grouped bar chart: its name and one value per category.
+type Series = (String, Vec<f64>);
 
 /// The whole page.
 pub fn render(e: &Evaluation) -> String {
@@ -36,6 +47,7 @@ pub fn render(e: &Evaluation) -> String {
         .filter_map(|p| e.policies.get_key_value(p))
         .collect();
     body.push_str(&phase_chart(&ordered));
+    body.push_str(&response_cdf(&ordered));
     let names: Vec<String> = ordered.iter().map(|(n, _)| n.to_string()).collect();
     let bars: [Bar; 6] = [
         ("Non-sequential I/Os (normal phases)", "%", |r| {
@@ -58,29 +70,29 @@ pub fn render(e: &Evaluation) -> String {
     body.push_str(&sweep_charts(e));
     format!(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>reblock evaluate</title>\
-         <style>body{{font-family:sans-serif;max-width:780px;margin:auto}}\
+         <style>body{{font-family:sans-serif;max-width:800px;margin:auto}}\
          table{{border-collapse:collapse}}td,th{{padding:2px 8px;text-align:right;\
-         border-bottom:1px solid #ccc}}</style></head><body>{body}</body></html>\n"
+         border-bottom:1px solid #ccc}}svg{{display:block;margin:1em 0}}</style></head>\
+         <body>{body}</body></html>\n"
     )
 }
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+fn ms(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.2}"))
 }
 
 fn table(e: &Evaluation) -> String {
     let mut t = String::from(
         "<table><tr><th>policy</th><th>busy s</th><th>normal s</th><th>reconfig s</th>\
-         <th>vs vanilla</th><th>hit rate</th><th>moved MiB</th><th>non-seq</th><th>seek cyl</th></tr>",
+         <th>vs vanilla</th><th>hit rate</th><th>moved MiB</th><th>non-seq</th><th>seek cyl</th>\
+         <th>resp p50 ms</th><th>p95 ms</th><th>p99 ms</th></tr>",
     );
     for p in &e.policy_order {
         let Some(r) = e.policies.get(p) else { continue };
         let _ = write!(
             t,
             "<tr><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td><td>{}</td><td>{:.1}%</td>\
-             <td>{:.1}</td><td>{:.1}%</td><td>{:.0}</td></tr>",
+             <td>{:.1}</td><td>{:.1}%</td><td>{:.0}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(p),
             r.busy_time_s,
             r.normal_busy_time_s,
@@ -90,13 +102,18 @@ fn table(e: &Evaluation) -> String {
             100.0 * r.hit_rate,
             r.bytes_moved as f64 / 1048576.0,
             100.0 * r.non_sequential_fraction,
-            r.mean_seek_cylinders
+            r.mean_seek_cylinders,
+            ms(r.response.p50_ms),
+            ms(r.response.p95_ms),
+            ms(r.response.p99_ms)
         );
     }
     t.push_str("</table>");
     t
 }
 
+/// Busy time per phase as grouped bars (N and R phases are categories, not a series to
+/// join with a line: reconfiguration phases hold only the copies).
 fn phase_chart(ordered: &[(&String, &PolicyResult)]) -> String {
     let Some(longest) = ordered
         .iter()
@@ -106,7 +123,7 @@ fn phase_chart(ordered: &[(&String, &PolicyResult)]) -> String {
         return String::new();
     };
     let labels: Vec<String> = longest.iter().map(|p| p.name.clone()).collect();
-    let series: Vec<(String, Vec<f64>)> = ordered
+    let series: Vec<Series> = ordered
         .iter()
         .map(|(n, r)| {
             (
@@ -115,7 +132,37 @@ fn phase_chart(ordered: &[(&String, &PolicyResult)]) -> String {
             )
         })
         .collect();
-    line_chart("Disk busy time per phase", "busy s", &labels, &series)
+    grouped_bars(
+        "Disk busy time per phase (N: normal, R: reconfiguration)",
+        "busy s",
+        &labels,
+        &series,
+    )
+}
+
+/// Response-time CDFs of the normal phases, one line per policy.
+fn response_cdf(ordered: &[(&String, &PolicyResult)]) -> String {
+    let series: Vec<CdfSeries> = ordered
+        .iter()
+        .filter(|(_, r)| !r.response.cdf_ms.is_empty())
+        .map(|(n, r)| (n.to_string(), r.response.cdf_ms.clone()))
+        .collect();
+    if series.is_empty() {
+        return String::new();
+    }
+    cdf_svg(
+        "Response times of the workload's requests (CDF, normal phases)",
+        "response time (log scale)",
+        &series,
+        &|v| {
+            if v < 1.0 {
+                format!("{:.0} us", v * 1000.0)
+            } else {
+                format!("{v:.0} ms")
+            }
+        },
+    )
+    .unwrap_or_default()
 }
 
 fn sweep_charts(e: &Evaluation) -> String {
@@ -125,7 +172,7 @@ fn sweep_charts(e: &Evaluation) -> String {
     for param in params {
         let runs: Vec<_> = e.runs.iter().filter(|r| r.parameter == param).collect();
         let labels: Vec<String> = runs.iter().map(|r| r.value.clone()).collect();
-        let series: Vec<(String, Vec<f64>)> = e
+        let series: Vec<Series> = e
             .policy_order
             .iter()
             .map(|p| {
@@ -137,112 +184,150 @@ fn sweep_charts(e: &Evaluation) -> String {
             })
             .collect();
         let title = format!("Sensitivity to {param}: normal-phase busy time");
-        out.push_str(&line_chart(&title, "busy s", &labels, &series));
+        out.push_str(&grouped_bars(&title, "busy s", &labels, &series));
     }
     out
 }
 
-fn upper(values: impl Iterator<Item = f64>) -> f64 {
-    let m = values.filter(|v| v.is_finite()).fold(0.0, f64::max);
-    if m > 0.0 {
-        m * 1.1
-    } else {
-        1.0
+/// A value axis: linear from 0, or log10 of the value when the values span decades
+/// (bars then start at the axis floor). `to_y` maps a value onto it.
+struct ValueAxis {
+    log: bool,
+    y0: f64,
+    y1: f64,
+    floor: f64,
+}
+
+impl ValueAxis {
+    fn new(values: impl Iterator<Item = f64> + Clone) -> ValueAxis {
+        let finite = values.filter(|v| v.is_finite());
+        if spans_decades(finite.clone()) {
+            let (lo, hi) = log_range(finite);
+            return ValueAxis {
+                log: true,
+                y0: lo.log10(),
+                y1: hi.log10(),
+                floor: lo,
+            };
+        }
+        let m = finite.fold(0.0, f64::max);
+        ValueAxis {
+            log: false,
+            y0: 0.0,
+            y1: if m > 0.0 { m * 1.1 } else { 1.0 },
+            floor: 0.0,
+        }
+    }
+
+    fn to_y(&self, v: f64) -> f64 {
+        if self.log {
+            v.max(self.floor).log10()
+        } else {
+            v
+        }
+    }
+
+    fn label(&self, y: f64) -> String {
+        let v = if self.log { 10f64.powf(y) } else { y };
+        if v >= 100.0 {
+            format!("{v:.0}")
+        } else if v >= 1.0 {
+            format!("{v:.1}")
+        } else {
+            format!("{v:.3}")
+        }
     }
 }
 
-fn line_chart(title: &str, unit: &str, labels: &[String], series: &[(String, Vec<f64>)]) -> String {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        let _ = root.fill(&WHITE);
-        let top = upper(series.iter().flat_map(|s| s.1.iter().copied()));
+/// Bars per category, one per series side by side, legend in its own strip.
+fn grouped_bars(title: &str, unit: &str, labels: &[String], series: &[Series]) -> String {
+    let draw = |root: &reblock_analyze::chart::Area| -> io::Result<()> {
+        let legend: Vec<(String, RGBColor)> = series
+            .iter()
+            .enumerate()
+            .map(|(k, s)| (s.0.clone(), colour(k)))
+            .collect();
+        let area = legend_strip(root, &legend)?;
+        let axis = ValueAxis::new(series.iter().flat_map(|s| s.1.iter().copied()));
         let n = labels.len().max(1);
-        let Ok(mut chart) = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
+        let y_desc = if axis.log {
+            format!("{unit} (log scale)")
+        } else {
+            unit.to_string()
+        };
+        let mut chart = ChartBuilder::on(&area)
+            .caption(title, (FONT, 17))
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(60)
-            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..top)
-        else {
-            return String::new();
-        };
-        let _ = chart
+            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), axis.y0..axis.y1)
+            .map_err(plot_err)?;
+        chart
             .configure_mesh()
+            .disable_x_mesh()
             .x_labels(n.min(24))
-            .x_label_formatter(&|x| {
-                let i = x.round();
-                if (x - i).abs() < 1e-6 && i >= 0.0 {
-                    labels.get(i as usize).cloned().unwrap_or_default()
-                } else {
-                    String::new()
-                }
-            })
-            .y_desc(unit)
-            .draw();
-        for (k, (name, ys)) in series.iter().enumerate() {
-            let color = Palette99::pick(k).to_rgba();
-            let pts: Vec<(f64, f64)> = ys
+            .x_label_formatter(&|x| category(labels, *x))
+            .y_label_formatter(&|y| axis.label(*y))
+            .y_desc(y_desc)
+            .label_style((FONT, 12))
+            .draw()
+            .map_err(plot_err)?;
+        let width = 0.8 / series.len().max(1) as f64;
+        for (k, (_, ys)) in series.iter().enumerate() {
+            let bars = ys
                 .iter()
                 .enumerate()
-                .filter(|(_, y)| y.is_finite())
-                .map(|(i, y)| (i as f64, *y))
-                .collect();
-            if let Ok(a) = chart.draw_series(LineSeries::new(pts.clone(), color.stroke_width(2))) {
-                a.label(name.as_str()).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+                .filter(|(_, v)| v.is_finite())
+                .map(|(i, &v)| {
+                    let x = i as f64 - 0.4 + k as f64 * width;
+                    Rectangle::new(
+                        [(x, axis.y0), (x + width * 0.9, axis.to_y(v))],
+                        colour(k).filled(),
+                    )
                 });
-            }
-            let _ = chart.draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())));
+            chart.draw_series(bars).map_err(plot_err)?;
         }
-        let _ = chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw();
-        let _ = root.present();
-    }
-    svg
+        Ok(())
+    };
+    svg(title, (W, H), draw).unwrap_or_default()
 }
 
+/// One bar per policy, each in its policy's colour.
 fn bar_chart(title: &str, unit: &str, labels: &[String], values: &[f64]) -> String {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
-        let _ = root.fill(&WHITE);
-        let top = upper(values.iter().copied());
+    let full = format!("{title} ({unit})");
+    let draw = |root: &reblock_analyze::chart::Area| -> io::Result<()> {
+        let axis = ValueAxis::new(values.iter().copied());
         let n = labels.len().max(1);
-        let Ok(mut chart) = ChartBuilder::on(&root)
-            .caption(format!("{title} ({unit})"), ("sans-serif", 18))
+        let mut chart = ChartBuilder::on(root)
+            .caption(&full, (FONT, 17))
             .margin(10)
             .x_label_area_size(30)
             .y_label_area_size(60)
-            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..top)
-        else {
-            return String::new();
-        };
-        let _ = chart
+            .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), axis.y0..axis.y1)
+            .map_err(plot_err)?;
+        chart
             .configure_mesh()
             .disable_x_mesh()
             .x_labels(n)
-            .x_label_formatter(&|x| {
-                let i = x.round();
-                if (x - i).abs() < 1e-6 && i >= 0.0 {
-                    labels.get(i as usize).cloned().unwrap_or_default()
-                } else {
-                    String::new()
-                }
+            .x_label_formatter(&|x| category(labels, *x))
+            .y_label_formatter(&|y| axis.label(*y))
+            .y_desc(if axis.log {
+                format!("{unit} (log scale)")
+            } else {
+                unit.to_string()
             })
-            .y_desc(unit)
-            .draw();
-        let _ = chart.draw_series(values.iter().enumerate().map(|(i, v)| {
+            .label_style((FONT, 12))
+            .draw()
+            .map_err(plot_err)?;
+        let bars = values.iter().enumerate().map(|(i, v)| {
             let x = i as f64;
             Rectangle::new(
-                [(x - 0.35, 0.0), (x + 0.35, *v)],
-                Palette99::pick(i).filled(),
+                [(x - 0.35, axis.y0), (x + 0.35, axis.to_y(*v))],
+                colour(i).filled(),
             )
-        }));
-        let _ = root.present();
-    }
-    svg
+        });
+        chart.draw_series(bars).map_err(plot_err)?;
+        Ok(())
+    };
+    svg(&full, (W, H), draw).unwrap_or_default()
 }

@@ -14,8 +14,9 @@ use std::sync::{Arc, Mutex};
 
 use reblock_device::DevRequest;
 use reblock_layout::{
-    diff, CopyKind, CopyOp, DiffOptions, Geometry, Indirector, IoRequest, Mode, Op, PageRun,
-    PhysIo, Plan, Region, Step,
+    diff, CopyBatch, CopyKind, CopyOp, CopyRequest, CopySchedule, DiffOptions, ExtentMove,
+    Geometry, Indirector, IoRequest, Mode, Op, PageRun, PhysIo, Plan, Region, ScheduleOptions,
+    Step,
 };
 use reblock_plan::{Placement, TargetSpace};
 use reblock_sim::Mapper;
@@ -48,18 +49,27 @@ pub enum Layout {
 pub struct Permuted {
     geo: Geometry,
     location: FxHashMap<u64, u64>,
+    /// How the guard's move home is scheduled (mid-phase, without a caller to ask).
+    schedule: ScheduleOptions,
 }
 
 impl Layout {
-    /// The layout `policy` starts from: empty BOPT, nothing moved (phase N0).
-    pub fn empty(policy: &str, geo: Geometry) -> Result<Layout, EvalError> {
-        Ok(match policy {
-            "vanilla" => Layout::Home(geo),
-            "dlr-frag" => Layout::Permuted(Permuted {
+    /// The layout `policy` starts from: empty BOPT, nothing moved (phase N0). Which one
+    /// follows from the policy's registered capabilities.
+    pub fn empty(
+        policy: &str,
+        geo: Geometry,
+        schedule: ScheduleOptions,
+    ) -> Result<Layout, EvalError> {
+        let p = reblock_plan::by_name(policy).map_err(|e| EvalError::Setup(e.to_string()))?;
+        Ok(match p.capabilities().places {
+            None => Layout::Home(geo),
+            Some(TargetSpace::DataArea) => Layout::Permuted(Permuted {
                 geo,
                 location: FxHashMap::default(),
+                schedule,
             }),
-            _ => Layout::Bopt(
+            Some(TargetSpace::ReadCache) => Layout::Bopt(
                 Indirector::new(geo).map_err(|e| EvalError::Setup(format!("BOPT map: {e}")))?,
             ),
         })
@@ -138,14 +148,19 @@ impl Layout {
         if dirty.is_empty() || (!req.write && dirty.len() == pieces) {
             return 0;
         }
-        for &(slot, page) in &dirty {
-            let step = Step::Copy(CopyOp {
-                kind: CopyKind::WriteBack,
-                src: PageRun::new(Region::Bopt, u64::from(slot), 1),
-                dst: PageRun::new(Region::Data, page, 1),
-            });
-            run_step(ind, &step, out).expect("a write-back read off the live map applies");
-        }
+        let steps: Vec<Step> = dirty
+            .iter()
+            .map(|&(slot, page)| {
+                Step::Copy(CopyOp {
+                    kind: CopyKind::WriteBack,
+                    src: PageRun::new(Region::Bopt, u64::from(slot), 1),
+                    dst: PageRun::new(Region::Data, page, 1),
+                })
+            })
+            .collect();
+        let io = execute(ind, &steps, &ScheduleOptions::default())
+            .expect("a write-back read off the live map applies");
+        out.extend(io.requests);
         dirty.len() as u64
     }
 
@@ -158,7 +173,8 @@ impl Layout {
         let Layout::Permuted(p) = self else {
             return 0;
         };
-        let io = p.reconfigure_to(FxHashMap::default());
+        let opts = p.schedule;
+        let io = p.reconfigure_to(FxHashMap::default(), &opts);
         out.extend(io.requests);
         io.diff_pages
     }
@@ -170,11 +186,15 @@ impl Layout {
 
     /// Turns the layout into `placement`'s: returns the copy I/O and applies the map
     /// effect. The caller replays the I/O as the reconfiguration phase.
-    pub fn reconfigure(&mut self, placement: &Placement) -> Result<CopyIo, EvalError> {
+    pub fn reconfigure(
+        &mut self,
+        placement: &Placement,
+        opts: &ScheduleOptions,
+    ) -> Result<CopyIo, EvalError> {
         match self {
             Layout::Home(_) => Ok(CopyIo::default()),
-            Layout::Bopt(ind) => reconfigure_bopt(ind, placement),
-            Layout::Permuted(p) => Ok(p.reconfigure(placement)),
+            Layout::Bopt(ind) => reconfigure_bopt(ind, placement, opts),
+            Layout::Permuted(p) => Ok(p.reconfigure(placement, opts)),
         }
     }
 }
@@ -198,8 +218,14 @@ pub fn to_layout_plan(placement: &Placement) -> Plan {
     plan
 }
 
-/// Diff, then empty the write buffer: every step's reads and writes, applied in order.
-fn reconfigure_bopt(ind: &mut Indirector, placement: &Placement) -> Result<CopyIo, EvalError> {
+/// Diff, then empty the write buffer (seed 000 §3.3: the write buffer is cleaned at
+/// reconfiguration, so the next phase can absorb writes again; otherwise Algorithm 5
+/// line 12 sends them all home); both through the copy scheduler as one schedule.
+fn reconfigure_bopt(
+    ind: &mut Indirector,
+    placement: &Placement,
+    opts: &ScheduleOptions,
+) -> Result<CopyIo, EvalError> {
     if placement.space != TargetSpace::ReadCache {
         return Err(EvalError::Setup(format!(
             "policy {} places into the data area; it needs the permuted layout",
@@ -209,52 +235,78 @@ fn reconfigure_bopt(ind: &mut Indirector, placement: &Placement) -> Result<CopyI
     let plan = to_layout_plan(placement);
     let rec = diff(&plan, ind, DiffOptions::default())
         .map_err(|e| EvalError::Setup(format!("plan of {}: {e}", placement.policy)))?;
-    let mut io = CopyIo::default();
-    for step in &rec.steps {
-        io.diff_pages += run_step(ind, step, &mut io.requests)?;
-    }
-    // Seed 000 §3.3: the write buffer is cleaned at reconfiguration, so the next phase
-    // can absorb writes again (otherwise Algorithm 5 line 12 sends them all home).
-    loop {
-        let steps = ind.destage_oldest(DiffOptions::default().max_copy_pages);
-        if steps.is_empty() {
-            break;
-        }
-        for step in &steps {
-            io.destage_pages += run_step(ind, step, &mut io.requests)?;
-        }
-    }
-    io.bytes_moved = (io.diff_pages + io.destage_pages) * ind.geometry().page.bytes();
+    let mut steps = rec.steps;
+    let diff_pages = steps_pages(&steps);
+    steps.extend(destage_all(ind, &steps)?);
+    let mut io = execute(ind, &steps, opts)?;
+    io.diff_pages = diff_pages;
+    io.destage_pages -= diff_pages;
     debug_assert_eq!(
-        io.diff_pages * ind.geometry().page.bytes(),
+        diff_pages * ind.geometry().page.bytes(),
         rec.stats.bytes_moved
     );
     Ok(io)
 }
 
-/// Emits one step's reads then writes and applies it; returns the pages it copied.
-fn run_step(
-    ind: &mut Indirector,
-    step: &Step,
-    out: &mut Vec<DevRequest>,
-) -> Result<u64, EvalError> {
-    let g = *ind.geometry();
-    let mut pages = 0;
-    if let Step::Copy(op) = step {
-        for (run, write) in [(op.src, false), (op.dst, true)] {
-            for e in run.device_extents(&g) {
-                out.push(DevRequest {
-                    sector: e.start_sector,
-                    sectors: e.sectors as u32,
-                    write,
-                });
-            }
-        }
-        pages = op.pages();
+fn steps_pages(steps: &[Step]) -> u64 {
+    steps
+        .iter()
+        .map(|s| match s {
+            Step::Copy(op) => op.pages(),
+            Step::Drop(_) => 0,
+        })
+        .sum()
+}
+
+/// The destage steps that empty the write buffer once `before` has been applied.
+fn destage_all(ind: &Indirector, before: &[Step]) -> Result<Vec<Step>, EvalError> {
+    let mut after = ind.clone();
+    for step in before {
+        after.apply(step).map_err(refused)?;
     }
-    ind.apply(step)
-        .map_err(|e| EvalError::Setup(format!("reconfiguration step refused: {e}")))?;
-    Ok(pages)
+    let mut out = Vec::new();
+    loop {
+        let steps = after.destage_oldest(DiffOptions::default().max_copy_pages);
+        if steps.is_empty() {
+            return Ok(out);
+        }
+        for step in &steps {
+            after.apply(step).map_err(refused)?;
+        }
+        out.extend(steps);
+    }
+}
+
+fn refused(e: reblock_layout::ApplyError) -> EvalError {
+    EvalError::Setup(format!("reconfiguration step refused: {e}"))
+}
+
+/// Runs `steps` through the copy scheduler: returns its I/O in issue order (pages
+/// counted in `destage_pages`) and applies the map effects batch by batch.
+fn execute(
+    ind: &mut Indirector,
+    steps: &[Step],
+    opts: &ScheduleOptions,
+) -> Result<CopyIo, EvalError> {
+    let sched = CopySchedule::new(steps, ind, *opts);
+    let mut io = CopyIo {
+        requests: sched.requests().iter().map(dev_request).collect(),
+        destage_pages: sched.pages(),
+        ..CopyIo::default()
+    };
+    for step in sched.steps() {
+        ind.apply(step).map_err(refused)?;
+    }
+    io.bytes_moved = io.destage_pages * ind.geometry().page.bytes();
+    Ok(io)
+}
+
+fn dev_request(r: &CopyRequest) -> DevRequest {
+    DevRequest {
+        sector: r.extent.start_sector,
+        sectors: r.extent.sectors as u32,
+        write: r.write,
+    }
 }
 
 impl Permuted {
@@ -288,18 +340,19 @@ impl Permuted {
 
     /// Every page whose location changes is read where it is and written where it goes;
     /// all reads come first (the permutation may move a page onto one not yet read).
-    fn reconfigure(&mut self, placement: &Placement) -> CopyIo {
+    fn reconfigure(&mut self, placement: &Placement, opts: &ScheduleOptions) -> CopyIo {
         let mut next: FxHashMap<u64, u64> = FxHashMap::default();
         for (page, target) in placement.page_pairs() {
             if page != target {
                 next.insert(page, target);
             }
         }
-        self.reconfigure_to(next)
+        self.reconfigure_to(next, opts)
     }
 
-    /// Moves pages so that `next` (page -> location, home when absent) holds.
-    fn reconfigure_to(&mut self, next: FxHashMap<u64, u64>) -> CopyIo {
+    /// Moves pages so that `next` (page -> location, home when absent) holds: one batch
+    /// of the copy scheduler (every source is read before any destination is written).
+    fn reconfigure_to(&mut self, next: FxHashMap<u64, u64>, opts: &ScheduleOptions) -> CopyIo {
         let mut moves: Vec<(u64, u64)> = self
             .location
             .keys()
@@ -309,37 +362,31 @@ impl Permuted {
             .collect();
         moves.sort_unstable();
         moves.dedup();
-        let runs = coalesce_moves(&moves);
         let ps = self.geo.page.sectors();
-        let mut io = CopyIo::default();
-        for write in [false, true] {
-            for &(from, to, n) in &runs {
-                let first = if write { to } else { from };
-                let req = DevRequest {
-                    sector: first * ps,
-                    sectors: (n * ps) as u32,
-                    write,
-                };
-                home_extents(&self.geo, &req, &mut io.requests);
-            }
+        let mut extent_moves = Vec::with_capacity(moves.len());
+        for &(from, to) in &moves {
+            let src = PageRun::new(Region::Data, from, 1).device_extents(&self.geo);
+            let dst = PageRun::new(Region::Data, to, 1).device_extents(&self.geo);
+            debug_assert!(src.len() == 1 && dst.len() == 1 && src[0].sectors == ps);
+            extent_moves.push(ExtentMove {
+                src: src[0],
+                dst_sector: dst[0].start_sector,
+            });
         }
-        io.diff_pages = moves.len() as u64;
-        io.bytes_moved = io.diff_pages * self.geo.page.bytes();
+        let batch = CopyBatch::of_moves(extent_moves, opts);
+        let io = CopyIo {
+            requests: batch
+                .requests(opts.max_io_sectors)
+                .iter()
+                .map(dev_request)
+                .collect(),
+            diff_pages: moves.len() as u64,
+            destage_pages: 0,
+            bytes_moved: moves.len() as u64 * self.geo.page.bytes(),
+        };
         self.location = next;
         io
     }
-}
-
-/// Page moves sorted by source merged into runs (from, to, pages) of at most 256 pages.
-fn coalesce_moves(moves: &[(u64, u64)]) -> Vec<(u64, u64, u64)> {
-    let mut runs: Vec<(u64, u64, u64)> = Vec::new();
-    for &(from, to) in moves {
-        match runs.last_mut() {
-            Some(r) if r.0 + r.2 == from && r.1 + r.2 == to && r.2 < 256 => r.2 += 1,
-            _ => runs.push((from, to, 1)),
-        }
-    }
-    runs
 }
 
 /// The live layout of one replay plus its hit counters, shared between the replay's
@@ -429,17 +476,18 @@ mod tests {
 
     #[test]
     fn bopt_reconfiguration_copies_each_incoming_page_once() {
-        let mut l = Layout::empty("borg", geo()).unwrap();
+        let mut l = Layout::empty("borg", geo(), ScheduleOptions::default()).unwrap();
         // Pages 10, 11 to slots 0, 1 and page 50 to slot 2: two runs read then written.
         let io = l
-            .reconfigure(&placement(
-                TargetSpace::ReadCache,
-                &[(10, 2, 0), (50, 1, 2)],
-            ))
+            .reconfigure(
+                &placement(TargetSpace::ReadCache, &[(10, 2, 0), (50, 1, 2)]),
+                &ScheduleOptions::default(),
+            )
             .unwrap();
         assert_eq!(io.diff_pages, 3);
         assert_eq!(io.bytes_moved, 3 * 4096);
-        // BOPT at the end: slot s is at device sector 800 + 8 s.
+        // BOPT at the end: slot s is at device sector 800 + 8 s. The scheduler reads
+        // both runs in address order, then writes slots 0..3 as one request.
         assert_eq!(
             io.requests,
             vec![
@@ -449,18 +497,13 @@ mod tests {
                     write: false
                 },
                 DevRequest {
-                    sector: 800,
-                    sectors: 16,
-                    write: true
-                },
-                DevRequest {
                     sector: 400,
                     sectors: 8,
                     write: false
                 },
                 DevRequest {
-                    sector: 816,
-                    sectors: 8,
+                    sector: 800,
+                    sectors: 24,
                     write: true
                 },
             ]
@@ -489,10 +532,13 @@ mod tests {
 
     #[test]
     fn permutation_moves_pages_and_back() {
-        let mut l = Layout::empty("dlr-frag", geo()).unwrap();
+        let mut l = Layout::empty("dlr-frag", geo(), ScheduleOptions::default()).unwrap();
         // Swap pages 3 and 7.
         let io = l
-            .reconfigure(&placement(TargetSpace::DataArea, &[(7, 1, 3), (3, 1, 7)]))
+            .reconfigure(
+                &placement(TargetSpace::DataArea, &[(7, 1, 3), (3, 1, 7)]),
+                &ScheduleOptions::default(),
+            )
             .unwrap();
         assert_eq!(io.diff_pages, 2);
         assert_eq!(io.requests.iter().filter(|r| r.write).count(), 2);
@@ -517,7 +563,10 @@ mod tests {
         );
         // An empty plan moves both home again.
         let io = l
-            .reconfigure(&placement(TargetSpace::DataArea, &[]))
+            .reconfigure(
+                &placement(TargetSpace::DataArea, &[]),
+                &ScheduleOptions::default(),
+            )
             .unwrap();
         assert_eq!(io.diff_pages, 2);
         out.clear();
@@ -536,9 +585,12 @@ mod tests {
 
     #[test]
     fn guard_sends_a_permutation_home_once() {
-        let mut l = Layout::empty("dlr-frag", geo()).unwrap();
-        l.reconfigure(&placement(TargetSpace::DataArea, &[(7, 1, 3), (3, 1, 7)]))
-            .unwrap();
+        let mut l = Layout::empty("dlr-frag", geo(), ScheduleOptions::default()).unwrap();
+        l.reconfigure(
+            &placement(TargetSpace::DataArea, &[(7, 1, 3), (3, 1, 7)]),
+            &ScheduleOptions::default(),
+        )
+        .unwrap();
         assert!(l.is_permuted());
         let mut out = Vec::new();
         // Both pages read where they are, then written home: four copies, two pages.
@@ -550,9 +602,12 @@ mod tests {
         assert_eq!(l.send_permuted_home(&mut out), 0);
         assert!(out.is_empty());
         // Through the mapper: a guarded request pays the moves before it is served home.
-        let mut l = Layout::empty("dlr-frag", geo()).unwrap();
-        l.reconfigure(&placement(TargetSpace::DataArea, &[(7, 1, 3), (3, 1, 7)]))
-            .unwrap();
+        let mut l = Layout::empty("dlr-frag", geo(), ScheduleOptions::default()).unwrap();
+        l.reconfigure(
+            &placement(TargetSpace::DataArea, &[(7, 1, 3), (3, 1, 7)]),
+            &ScheduleOptions::default(),
+        )
+        .unwrap();
         let shared = share(l);
         shared.lock().unwrap().guarded = true;
         let mut m = SharedMapper(shared.clone());

@@ -21,8 +21,10 @@ pub mod workload;
 
 use std::collections::BTreeMap;
 
-pub use config::{BoptAt, DataArea, EvalConfig, Interval, ParamError, Training, Trigger};
-pub use results::{Evaluation, GeometrySummary, PhaseKind, PhaseResult, PolicyResult, SweepRun};
+pub use config::{BoptAt, BoptSize, DataArea, EvalConfig, Interval, ParamError, Training, Trigger};
+pub use results::{
+    Admission, Choice, Evaluation, GeometrySummary, PhaseKind, PhaseResult, PolicyResult, SweepRun,
+};
 pub use sweep::Sweep;
 
 use reblock_trace::Request;
@@ -55,7 +57,7 @@ pub fn evaluate_point(
         .array
         .capacity_sectors();
     let w = workload::prepare(requests, cfg, capacity)?;
-    let runner = run::Runner::new(cfg, &w);
+    let runner = run::Runner::new(cfg, &w)?;
     let mut out = BTreeMap::new();
     for p in &cfg.policies {
         let r = runner.policy(p, &mut |phase| progress(label, p, phase))?;

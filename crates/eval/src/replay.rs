@@ -3,9 +3,11 @@
 //! as physical requests at speed 1 (seed 000 §6.1: "reverted to 1X during each
 //! reconfiguration").
 
+use reblock_analyze::figures::LogHistogram;
 use reblock_device::DevRequest;
 use reblock_sim::{
-    Config, IterSource, Pacing, Phase, Replay, SimError, Source, Submission, Summary,
+    Completion, Config, IterSource, Observer, Pacing, Phase, Replay, SimError, Source, Submission,
+    Summary,
 };
 use reblock_trace::Request;
 
@@ -21,6 +23,20 @@ pub struct Measured {
     /// Pages the guard wrote home: dirty BOPT pages, or a whole permutation sent home
     /// (their copies are in `summary`).
     pub written_back_pages: u64,
+    /// Response times (ns) of the workload's requests, for the report's CDFs.
+    pub response_ns: LogHistogram,
+}
+
+/// Collects the response time of every normal-phase request.
+struct Responses(LogHistogram);
+
+impl Observer for Responses {
+    fn on_completion(&mut self, c: &Completion) -> Result<(), SimError> {
+        if c.phase == Phase::Normal {
+            self.0.record(c.completion_ns.saturating_sub(c.arrival_ns));
+        }
+        Ok(())
+    }
 }
 
 fn sim_config(speed: f64) -> Config {
@@ -35,13 +51,15 @@ fn run(
     speed: f64,
     source: &mut dyn Source,
     mapper: Option<Shared>,
-) -> Result<Summary, EvalError> {
+) -> Result<(Summary, LogHistogram), EvalError> {
     let built = reblock_device::parse_spec(device).map_err(EvalError::Device)?;
     let mut replay = Replay::new(built.array, built.members, sim_config(speed))?;
     if let Some(m) = mapper {
         replay = replay.with_mapper(Box::new(SharedMapper(m)));
     }
-    Ok(replay.run(source, &mut ())?.overall)
+    let mut responses = Responses(LogHistogram::default());
+    let overall = replay.run(source, &mut responses)?.overall;
+    Ok((overall, responses.0))
 }
 
 /// The workload's requests `reqs` through `layout` (which they change: absorbed writes),
@@ -70,13 +88,14 @@ pub fn normal(
         guarded,
         epoch: epoch.max(1),
     };
-    let summary = run(device, speed, &mut source, Some(layout.clone()))?;
+    let (summary, response_ns) = run(device, speed, &mut source, Some(layout.clone()))?;
     let cell = layout.lock().expect("layout lock");
     Ok(Measured {
         summary,
         requests: cell.requests,
         hits: cell.hits,
         written_back_pages: cell.written_back_pages,
+        response_ns,
     })
 }
 
@@ -104,7 +123,37 @@ pub fn copies(device: &str, requests: &[DevRequest]) -> Result<Summary, EvalErro
         phase: Phase::Reconfiguration,
         physical: true,
     });
-    run(device, 1.0, &mut IterSource(subs), None)
+    Ok(run(device, 1.0, &mut IterSource(subs), None)?.0)
+}
+
+/// The longest gap, in sectors, that a copy's reads should read through rather than
+/// skip on `device`: the largest power of two up to 4 MiB for which reading two 4 KiB
+/// pieces that far apart as one request costs the model no more than reading them as
+/// two (probed in the middle of the device, each way on a fresh device).
+pub fn read_through_gap_sectors(device: &str) -> Result<u64, EvalError> {
+    let capacity = reblock_device::parse_spec(device)
+        .map_err(EvalError::Device)?
+        .array
+        .capacity_sectors();
+    let at = capacity / 2 / 8 * 8;
+    let read = |sector: u64, sectors: u64| DevRequest {
+        sector,
+        sectors: sectors as u32,
+        write: false,
+    };
+    let mut best = 0;
+    for shift in 3..=13 {
+        let gap = 1u64 << shift;
+        if at + 16 + gap > capacity {
+            break;
+        }
+        let two = copies(device, &[read(at, 8), read(at + 8 + gap, 8)])?.busy_time_s;
+        let one = copies(device, &[read(at, 16 + gap)])?.busy_time_s;
+        if one <= two {
+            best = gap;
+        }
+    }
+    Ok(best)
 }
 
 /// A normal phase's requests as submissions; sets the guard at each epoch. Replay pulls

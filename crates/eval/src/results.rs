@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use reblock_analyze::figures::LogHistogram;
+
 use crate::planner::PlanCost;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,6 +55,78 @@ pub struct PhaseResult {
     /// Guard epochs in this phase and how many of them ran guarded (seed 001 §5.2.2).
     pub guard_epochs: u64,
     pub guarded_epochs: u64,
+    /// What the admission rule decided at this reconfiguration, and from which
+    /// predictions (with the guard on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission: Option<Admission>,
+    /// Response times (ns) of this normal phase's requests (the policy's
+    /// `response` summarizes them).
+    #[serde(skip)]
+    pub response_ns: LogHistogram,
+}
+
+/// The layout a reconfiguration leaves in place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Choice {
+    /// The new plan, copies and all.
+    Plan,
+    /// The layout already in place; nothing is copied.
+    Keep,
+    /// Every page home: the plain layout.
+    Home,
+}
+
+/// The admission rule's inputs and decision: predicted busy seconds of the next phase on
+/// each candidate layout, and the busy seconds of the copies that reach it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Admission {
+    pub choice: Choice,
+    pub predicted_plan_busy_s: f64,
+    pub predicted_keep_busy_s: f64,
+    pub predicted_plain_busy_s: f64,
+    pub plan_copy_busy_s: f64,
+    pub home_copy_busy_s: f64,
+}
+
+impl Admission {
+    /// The candidate with the least predicted busy time plus copy time; on a tie what is
+    /// in place stays (a move must save more than it costs).
+    pub fn choose(&self) -> Choice {
+        let keep = self.predicted_keep_busy_s;
+        let plan = self.predicted_plan_busy_s + self.plan_copy_busy_s;
+        let home = self.predicted_plain_busy_s + self.home_copy_busy_s;
+        if plan < keep && plan <= home {
+            Choice::Plan
+        } else if home < keep {
+            Choice::Home
+        } else {
+            Choice::Keep
+        }
+    }
+}
+
+/// Response times of the normal phases' requests: percentiles and the CDF the report
+/// draws, in milliseconds (each value a bucket's upper end, within about 9 %).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResponseSummary {
+    pub p50_ms: Option<f64>,
+    pub p95_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    /// (response ms, share of requests at or below).
+    pub cdf_ms: Vec<(f64, f64)>,
+}
+
+impl ResponseSummary {
+    pub fn from_histogram(h: &LogHistogram) -> ResponseSummary {
+        let ms = |ns: f64| ns / 1e6;
+        ResponseSummary {
+            p50_ms: h.quantile(0.50).map(ms),
+            p95_ms: h.quantile(0.95).map(ms),
+            p99_ms: h.quantile(0.99).map(ms),
+            cdf_ms: h.cdf().into_iter().map(|(x, f)| (ms(x), f)).collect(),
+        }
+    }
 }
 
 /// One policy's run over the whole trace.
@@ -62,6 +136,10 @@ pub struct PolicyResult {
     pub busy_time_s: f64,
     pub normal_busy_time_s: f64,
     pub reconfig_busy_time_s: f64,
+    /// Total busy time (normal and reconfiguration phases) over vanilla's: the headline
+    /// (when vanilla was evaluated too).
+    #[serde(default)]
+    pub busy_vs_vanilla: Option<f64>,
     /// Normal-phase busy time over vanilla's (when vanilla was evaluated too).
     pub normal_busy_vs_vanilla: Option<f64>,
     /// Over the normal phases' requests.
@@ -78,6 +156,9 @@ pub struct PolicyResult {
     pub planning_peak_graph_bytes: u64,
     pub guarded_epochs: u64,
     pub phases: Vec<PhaseResult>,
+    /// Response times over the normal phases.
+    #[serde(default)]
+    pub response: ResponseSummary,
 }
 
 impl PolicyResult {
@@ -105,10 +186,16 @@ impl PolicyResult {
             (!pts.is_empty()).then(|| weighted(pts.into_iter()))
         };
         let plans: Vec<&PlanCost> = phases.iter().filter_map(|p| p.plan.as_ref()).collect();
+        let mut response_ns = LogHistogram::default();
+        for p in &normal {
+            response_ns.merge(&p.response_ns);
+        }
         PolicyResult {
+            response: ResponseSummary::from_histogram(&response_ns),
             busy_time_s: normal_busy + reconfig_busy,
             normal_busy_time_s: normal_busy,
             reconfig_busy_time_s: reconfig_busy,
+            busy_vs_vanilla: None,
             normal_busy_vs_vanilla: None,
             mean_response_ms: by(|p| p.requests as f64, |p| p.mean_response_ms),
             read_mean_response_ms: opt_by(|p| p.reads, |p| p.read_mean_response_ms),
@@ -190,12 +277,16 @@ pub struct GeometrySummary {
     pub wrapped_requests: u64,
 }
 
-/// Fills `normal_busy_vs_vanilla` for every policy when vanilla is present.
+/// Fills `busy_vs_vanilla` and `normal_busy_vs_vanilla` for every policy when vanilla is present.
 pub fn relate_to_vanilla(policies: &mut BTreeMap<String, PolicyResult>) {
-    let Some(base) = policies.get("vanilla").map(|v| v.normal_busy_time_s) else {
+    let Some((base, total)) = policies
+        .get("vanilla")
+        .map(|v| (v.normal_busy_time_s, v.busy_time_s))
+    else {
         return;
     };
     for r in policies.values_mut() {
         r.normal_busy_vs_vanilla = (base > 0.0).then(|| r.normal_busy_time_s / base);
+        r.busy_vs_vanilla = (total > 0.0).then(|| r.busy_time_s / total);
     }
 }

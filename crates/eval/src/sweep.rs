@@ -1,7 +1,7 @@
 //! Sensitivity sweeps (seed 000 §6.5): one parameter varied at a time around the base
 //! configuration. Spec: `bopt-size=32MiB,64MiB;write-buffer=0,0.2,0.5;interval=1d,6h`.
 
-use crate::config::{bad, parse_fraction, parse_size_bytes, EvalConfig, Interval, ParamError};
+use crate::config::{bad, parse_fraction, BoptSize, EvalConfig, Interval, ParamError};
 
 /// The parameters a sweep may vary.
 pub const SWEEP_PARAMS: [&str; 3] = ["bopt-size", "write-buffer", "interval"];
@@ -51,7 +51,7 @@ impl Sweep {
 pub fn apply(base: &EvalConfig, param: &str, value: &str) -> Result<EvalConfig, ParamError> {
     let mut cfg = base.clone();
     match param {
-        "bopt-size" => cfg.bopt_size_bytes = parse_size_bytes("bopt-size", value)?,
+        "bopt-size" => cfg.bopt_size = BoptSize::parse(value)?,
         "write-buffer" => cfg.write_buffer_fraction = parse_fraction("write-buffer", value)?,
         "interval" => cfg.interval = Interval::parse(value)?,
         other => return Err(bad("sweep", format!("unknown parameter `{other}`"))),

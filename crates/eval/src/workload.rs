@@ -9,7 +9,7 @@
 use reblock_layout::{BoptConfig, BoptPosition, Geometry};
 use reblock_trace::Request;
 
-use crate::config::{BoptAt, DataArea, EvalConfig};
+use crate::config::{BoptAt, BoptSize, DataArea, EvalConfig};
 use crate::results::GeometrySummary;
 use crate::EvalError;
 
@@ -46,11 +46,14 @@ pub fn prepare(
 ) -> Result<Workload, EvalError> {
     let ps = u64::from(cfg.page_sectors);
     let page_bytes = ps * 512;
-    let (bopt_pages, seg) = bopt_pages(cfg.bopt_size_bytes, cfg.page_sectors);
+    let bopt_size_bytes = match cfg.bopt_size {
+        BoptSize::Bytes(b) => b,
+        BoptSize::Auto => auto_bopt_bytes(requests, cfg, capacity_sectors),
+    };
+    let (bopt_pages, seg) = bopt_pages(bopt_size_bytes, cfg.page_sectors);
     if bopt_pages == 0 {
         return Err(EvalError::Setup(format!(
-            "bopt-size: {} bytes hold no {page_bytes}-byte page",
-            cfg.bopt_size_bytes
+            "bopt-size: {bopt_size_bytes} bytes hold no {page_bytes}-byte page"
         )));
     }
     let bopt_sectors = bopt_pages * ps;
@@ -65,6 +68,7 @@ pub fn prepare(
     let data_sectors = match cfg.data_area {
         DataArea::Device => room,
         DataArea::Trace => trace_end.div_ceil(ps).max(1) * ps,
+        DataArea::Sectors(n) => n.div_ceil(ps).max(1) * ps,
     };
     if data_sectors > room && !cfg.wrap {
         return Err(EvalError::Setup(format!(
@@ -74,6 +78,9 @@ pub fn prepare(
     }
     let data_sectors = data_sectors.min(room);
     let position = match cfg.bopt_at {
+        BoptAt::Auto => {
+            BoptPosition::AtFsSector((median_sector(requests) / ps * ps).min(data_sectors))
+        }
         BoptAt::Start => BoptPosition::Start,
         BoptAt::Middle => BoptPosition::Middle,
         BoptAt::End => BoptPosition::End,
@@ -106,6 +113,37 @@ pub fn prepare(
         geo,
         summary,
     })
+}
+
+/// The BOPT `--bopt-size auto` formats: a read cache holding every page the trace reads
+/// more than once (a page read once gains nothing from being placed), grown by the
+/// write buffer's share, in whole MiB; at least 4 MiB, at most a tenth of the device.
+/// Copies are admitted only where they pay, so a generous region costs nothing unused.
+pub fn auto_bopt_bytes(requests: &[Request], cfg: &EvalConfig, capacity_sectors: u64) -> u64 {
+    let page = reblock_layout::PageSize::new(cfg.page_sectors).expect("validated page size");
+    let mut reads: rustc_hash::FxHashMap<u64, u32> = rustc_hash::FxHashMap::default();
+    for r in requests.iter().filter(|r| !r.op.is_write()) {
+        let first = page.page_of(r.sector);
+        for p in first..first + page.pages_spanned(r.sector, u64::from(r.sectors)) {
+            *reads.entry(p).or_default() += 1;
+        }
+    }
+    let repeated = reads.values().filter(|&&n| n > 1).count() as u64;
+    let read_cache = repeated * page.bytes();
+    let total = read_cache as f64 / (1.0 - cfg.write_buffer_fraction.min(0.9));
+    const MIB: u64 = 1 << 20;
+    let max = (capacity_sectors * 512 / 10 / MIB * MIB).max(4 * MIB);
+    ((total as u64).div_ceil(MIB) * MIB).clamp(4 * MIB, max)
+}
+
+/// The median start sector of the requests: where the mean distance to them is least.
+fn median_sector(requests: &[Request]) -> u64 {
+    let mut sectors: Vec<u64> = requests.iter().map(|r| r.sector).collect();
+    if sectors.is_empty() {
+        return 0;
+    }
+    let mid = sectors.len() / 2;
+    *sectors.select_nth_unstable(mid).1
 }
 
 /// Requests inside `0 .. data_sectors`, folded when `wrap`; the count folded.

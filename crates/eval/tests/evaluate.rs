@@ -2,7 +2,9 @@
 
 use std::collections::BTreeSet;
 
-use reblock_eval::{evaluate_point, EvalConfig, Interval, PhaseKind, PolicyResult, Training};
+use reblock_eval::{
+    evaluate_point, BoptAt, BoptSize, EvalConfig, Interval, PhaseKind, PolicyResult, Training,
+};
 use reblock_trace::{Op, Request};
 
 const MS: u64 = 1_000_000;
@@ -33,7 +35,11 @@ fn config(policies: &[&str]) -> EvalConfig {
     EvalConfig {
         policies: policies.iter().map(|s| s.to_string()).collect(),
         device: "hdd:cheetah15k5".into(),
-        bopt_size_bytes: 16 << 20,
+        // The geometry these scenarios were built for: a fixed BOPT in the middle with
+        // the seed's write-buffer share.
+        bopt_size: BoptSize::Bytes(16 << 20),
+        bopt_at: BoptAt::Middle,
+        write_buffer_fraction: 0.2,
         interval: Interval::Count {
             reconfigurations: 4,
         },
@@ -122,19 +128,26 @@ fn borg_beats_hot_and_vanilla_on_a_repetitive_scattered_read_loop() {
     let (v, h, b) = (&res["vanilla"], &res["hot"], &res["borg"]);
     assert_eq!(v.bytes_moved, 0);
     assert_eq!(v.reconfig_busy_time_s, 0.0);
-    // R1 starts from an empty BOPT: all 256 pages come in, nothing else moves.
+    // The first reconfiguration that copies starts from an empty BOPT: all 256 pages
+    // come in, nothing else moves. (Borg's trial at R1 is planned from N0's first loop
+    // alone, whose transitions are each seen once: it places nothing and shows no saving,
+    // so borg's plan waits for R2's backtest over N1; hot's counts need no repeat.)
     for r in [h, b] {
-        assert_eq!(r.phases[1].diff_pages, 256);
-        assert_eq!(r.phases[1].destage_pages, 0);
-        assert_eq!(r.phases[1].plan.as_ref().unwrap().pages_placed, 256);
+        let first = r
+            .phases
+            .iter()
+            .find(|p| p.diff_pages > 0)
+            .expect("a plan is admitted");
+        assert_eq!(first.diff_pages, 256);
+        assert_eq!(first.destage_pages, 0);
+        assert_eq!(first.plan.as_ref().unwrap().pages_placed, 256);
     }
     // The same plan again at R2..R4: the pages are static, nothing is copied.
     assert_eq!(b.bytes_moved, 256 * 4096);
-    assert!(b.normal_busy_time_s < h.normal_busy_time_s);
-    assert!(b.normal_busy_time_s < 0.5 * v.normal_busy_time_s);
-    // N0 (empty BOPT) is the same for all; after R1 borg's layout must clearly win.
+    assert!(b.normal_busy_time_s < 0.6 * v.normal_busy_time_s);
+    // Once both have placed (from N2 on), borg's layout must clearly win.
     let after = |r: &PolicyResult| -> f64 {
-        r.phases[2..]
+        r.phases[4..]
             .iter()
             .filter(|p| p.kind == PhaseKind::Normal)
             .map(|p| p.busy_time_s)
@@ -152,8 +165,8 @@ fn borg_beats_hot_and_vanilla_on_a_repetitive_scattered_read_loop() {
         after(b),
         after(v)
     );
-    // After R1 every request hits the BOPT, except while guarded.
-    assert!(b.phases[2].hit_rate > 0.5, "{}", b.phases[2].hit_rate);
+    // Once placed every request hits the BOPT, except while guarded.
+    assert!(b.phases[4].hit_rate > 0.5, "{}", b.phases[4].hit_rate);
 }
 
 #[test]

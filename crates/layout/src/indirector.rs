@@ -458,6 +458,42 @@ impl Indirector {
         Ok(())
     }
 
+    /// The mapping of each page of `sector..sector + sectors` now: (FS page, slot and
+    /// dirty bit). Taken before routing a write, so that [`Indirector::restore`] can undo
+    /// the write's map changes if its I/O fails.
+    pub fn mapping_of(&self, sector: u64, sectors: u64) -> Vec<(u64, Option<(u32, bool)>)> {
+        let per_page = self.geo.page.sectors();
+        let (first, end) = (sector / per_page, (sector + sectors).div_ceil(per_page));
+        (first..end.min(self.geo.fs_pages))
+            .map(|p| (p, self.map.lookup(p).map(|s| (s, self.map.is_dirty(s)))))
+            .collect()
+    }
+
+    /// Undoes the map changes of a write whose I/O failed, given [`Indirector::mapping_of`]
+    /// from before it was routed: a page it absorbed is unmapped again (home still holds
+    /// the page), a page bypass mode unmapped is mapped to its slot again (the slot still
+    /// holds it). A page written in place stays mapped and dirty, since its slot may be
+    /// partly overwritten. Returns false when a slot to restore was taken meanwhile, so
+    /// the page could not be put back.
+    pub fn restore(&mut self, before: &[(u64, Option<(u32, bool)>)]) -> bool {
+        let mut all = true;
+        for &(page, was) in before {
+            match (was, self.map.lookup(page)) {
+                (None, Some(now)) => {
+                    self.map.remove_slot(now).expect("mapped slot");
+                    self.segs.sub(&self.geo, now);
+                }
+                (Some((slot, dirty)), None) if self.map.fs_page_of(slot).is_none() => {
+                    self.map.insert(page, slot, dirty).expect("free slot");
+                    self.segs.add(&self.geo, slot);
+                }
+                (Some(_), None) => all = false,
+                _ => {}
+            }
+        }
+        all
+    }
+
     /// Steps that empty the oldest write-buffer segment: dirty pages are evicted home,
     /// clean ones dropped. "Oldest" is the first non-empty segment after the allocation
     /// cursor's, circularly, since absorption fills segments in cursor order. Empty when

@@ -32,6 +32,7 @@ pub mod diff;
 pub mod indirector;
 pub mod map;
 pub mod plan;
+pub mod schedule;
 pub mod units;
 
 pub use bopt::{Area, BoptConfig, BoptPosition, Geometry, GeometryError, Region, Segments};
@@ -40,4 +41,7 @@ pub use diff::{diff, DiffOptions, DiffStats, Reconfiguration};
 pub use indirector::{ApplyError, Branch, Indirector, IoRequest, Mode, Op, PhysIo, RequestError};
 pub use map::{Map, MapError, SegmentEntry};
 pub use plan::{Plan, PlanError, PlanRange, PLAN_VERSION};
+pub use schedule::{
+    plan_order_requests, CopyBatch, CopyRequest, CopySchedule, ExtentMove, ScheduleOptions,
+};
 pub use units::{Extent, PagePiece, PageSize, UnitError, DEFAULT_PAGE_SECTORS, SECTOR_BYTES};

@@ -39,6 +39,9 @@ pub trait Export: Send + Sync {
     fn preferred_block_bytes(&self) -> u32 {
         4096
     }
+    /// A connection entered (`true`) or left (`false`) transmission on this export, so a
+    /// backend can report how many clients it serves.
+    fn connection_changed(&self, _opened: bool) {}
 }
 
 /// The operation of one served request, as the recorder sees it.

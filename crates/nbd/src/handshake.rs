@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::export::{Export, ExportSet};
 use crate::proto::{self, BlockSize, Negotiated};
+use crate::tls::TlsPolicy;
 
 /// Option data longer than this is discarded unread and refused with `NBD_REP_ERR_TOO_BIG`
 /// (the longest legitimate option, `NBD_OPT_GO`, needs 4 + 4096 + 2 + a few info types).
@@ -26,16 +27,57 @@ pub enum HandshakeEnd {
     Aborted,
     /// The client broke a MUST of the protocol; the connection is dropped.
     Disconnected(String),
+    /// `NBD_OPT_STARTTLS` was acknowledged: the caller wraps the stream in TLS and goes on
+    /// with [`resume_after_tls`].
+    StartTls(Resume),
 }
 
-/// Runs the handshake: greeting, client flags, then options until the client picks an
-/// export (`EXPORT_NAME` or `GO`) or leaves. Io errors (including the client closing)
-/// are returned as `Err`.
+/// Handshake state carried across the switch to TLS.
+#[derive(Clone, Copy, Debug)]
+pub struct Resume {
+    no_zeroes: bool,
+}
+
+/// What the server offers beyond its exports.
+#[derive(Clone, Default)]
+pub struct Offer {
+    /// Maximum payload advertised in `NBD_INFO_BLOCK_SIZE`.
+    pub advertised_payload_bytes: u32,
+    /// Largest READ or WRITE accepted (larger ones get `EOVERFLOW`); may exceed the
+    /// advertised maximum, since the transmission phase streams large payloads.
+    pub max_request_bytes: u32,
+    pub tls: TlsPolicy,
+}
+
+impl Offer {
+    /// No TLS; requests accepted up to the advertised maximum.
+    pub fn plain(max_payload_bytes: u32) -> Offer {
+        Offer {
+            advertised_payload_bytes: max_payload_bytes,
+            max_request_bytes: max_payload_bytes,
+            tls: TlsPolicy::Off,
+        }
+    }
+}
+
+/// Runs the handshake without TLS: see [`negotiate_offer`].
 pub fn negotiate<R: Read, W: Write>(
     r: &mut R,
     w: &mut W,
     exports: &ExportSet,
     max_payload_bytes: u32,
+) -> io::Result<HandshakeEnd> {
+    negotiate_offer(r, w, exports, &Offer::plain(max_payload_bytes))
+}
+
+/// Runs the handshake: greeting, client flags, then options until the client picks an
+/// export (`EXPORT_NAME` or `GO`), leaves, or starts TLS. Io errors (including the client
+/// closing) are returned as `Err`.
+pub fn negotiate_offer<R: Read, W: Write>(
+    r: &mut R,
+    w: &mut W,
+    exports: &ExportSet,
+    offer: &Offer,
 ) -> io::Result<HandshakeEnd> {
     w.write_all(&proto::encode_greeting())?;
     w.flush()?;
@@ -45,12 +87,28 @@ pub fn negotiate<R: Read, W: Write>(
         Ok(c) => c,
         Err(e) => return Ok(HandshakeEnd::Disconnected(e.to_string())),
     };
-    let mut haggle = Haggle {
-        exports,
-        max_payload_bytes,
-        no_zeroes: client.no_zeroes,
-        structured: false,
-    };
+    let mut haggle = Haggle::new(exports, offer, client.no_zeroes, false);
+    haggle_options(r, w, &mut haggle)
+}
+
+/// Goes on haggling over the TLS stream after `STARTTLS`. Options agreed before TLS are
+/// forgotten, as the protocol asks (the client must send them again).
+pub fn resume_after_tls<R: Read, W: Write>(
+    r: &mut R,
+    w: &mut W,
+    exports: &ExportSet,
+    offer: &Offer,
+    resume: Resume,
+) -> io::Result<HandshakeEnd> {
+    let mut haggle = Haggle::new(exports, offer, resume.no_zeroes, true);
+    haggle_options(r, w, &mut haggle)
+}
+
+fn haggle_options<R: Read, W: Write>(
+    r: &mut R,
+    w: &mut W,
+    haggle: &mut Haggle<'_>,
+) -> io::Result<HandshakeEnd> {
     loop {
         let mut hdr = [0u8; proto::OPTION_HEADER_BYTES];
         r.read_exact(&mut hdr)?;
@@ -120,12 +178,52 @@ pub fn transmission_flags(export: &dyn Export, structured: bool) -> u16 {
 /// Option haggling state.
 struct Haggle<'a> {
     exports: &'a ExportSet,
-    max_payload_bytes: u32,
+    offer: &'a Offer,
     no_zeroes: bool,
     structured: bool,
+    /// The stream is inside TLS already.
+    tls_up: bool,
 }
 
-impl Haggle<'_> {
+impl<'a> Haggle<'a> {
+    fn new(exports: &'a ExportSet, offer: &'a Offer, no_zeroes: bool, tls_up: bool) -> Self {
+        Haggle {
+            exports,
+            offer,
+            no_zeroes,
+            structured: false,
+            tls_up,
+        }
+    }
+
+    /// `STARTTLS`: acknowledged when TLS is configured and not yet up.
+    fn start_tls(&self, data: &[u8]) -> (Vec<u8>, Option<HandshakeEnd>) {
+        let reply =
+            |rep, msg: &str| proto::encode_option_reply(proto::OPT_STARTTLS, rep, msg.as_bytes());
+        if self.offer.tls.config().is_none() {
+            return (
+                reply(proto::REP_ERR_UNSUP, "TLS is not enabled on this server"),
+                None,
+            );
+        }
+        if self.tls_up {
+            return (reply(proto::REP_ERR_INVALID, "TLS is already in use"), None);
+        }
+        if !data.is_empty() {
+            return (
+                reply(proto::REP_ERR_INVALID, "STARTTLS takes no data"),
+                None,
+            );
+        }
+        let resume = Resume {
+            no_zeroes: self.no_zeroes,
+        };
+        (
+            reply(proto::REP_ACK, ""),
+            Some(HandshakeEnd::StartTls(resume)),
+        )
+    }
+
     /// The bytes to send for one option, and whether the handshake ends with it.
     fn answer(&mut self, option: u32, data: &[u8]) -> (Vec<u8>, Option<HandshakeEnd>) {
         let err = |rep, msg: &str| {
@@ -135,6 +233,17 @@ impl Haggle<'_> {
             )
         };
         let ack = || proto::encode_option_reply(option, proto::REP_ACK, &[]);
+        let tls_needed = self.offer.tls.required() && !self.tls_up;
+        if tls_needed && !matches!(option, proto::OPT_STARTTLS | proto::OPT_ABORT) {
+            if option == proto::OPT_EXPORT_NAME {
+                let why = "EXPORT_NAME before STARTTLS on a server that requires TLS";
+                return (Vec::new(), Some(HandshakeEnd::Disconnected(why.into())));
+            }
+            return err(
+                proto::REP_ERR_TLS_REQD,
+                "this server requires TLS: send STARTTLS first",
+            );
+        }
         match option {
             proto::OPT_EXPORT_NAME => self.export_name(data),
             proto::OPT_ABORT => (ack(), Some(HandshakeEnd::Aborted)),
@@ -142,7 +251,7 @@ impl Haggle<'_> {
                 err(proto::REP_ERR_INVALID, "LIST takes no data")
             }
             proto::OPT_LIST => (self.list(), None),
-            proto::OPT_STARTTLS => err(proto::REP_ERR_UNSUP, "TLS is not supported"),
+            proto::OPT_STARTTLS => self.start_tls(data),
             proto::OPT_INFO | proto::OPT_GO => self.info(option, data),
             proto::OPT_STRUCTURED_REPLY if !data.is_empty() => {
                 err(proto::REP_ERR_INVALID, "STRUCTURED_REPLY takes no data")
@@ -160,7 +269,7 @@ impl Haggle<'_> {
             size_bytes: export.size_bytes(),
             tx_flags: transmission_flags(export.as_ref(), self.structured),
             structured: self.structured,
-            max_payload_bytes: self.max_payload_bytes,
+            max_payload_bytes: self.offer.max_request_bytes,
         };
         Session {
             name: name.to_owned(),
@@ -260,8 +369,10 @@ impl Haggle<'_> {
     fn block_size(&self, export: &Arc<dyn Export>) -> BlockSize {
         BlockSize {
             minimum_bytes: 1,
-            preferred_bytes: export.preferred_block_bytes().min(self.max_payload_bytes),
-            maximum_bytes: self.max_payload_bytes,
+            preferred_bytes: export
+                .preferred_block_bytes()
+                .min(self.offer.advertised_payload_bytes),
+            maximum_bytes: self.offer.advertised_payload_bytes,
         }
     }
 }

@@ -1,5 +1,5 @@
-//! reblock-nbd: an NBD server (fixed newstyle handshake, structured replies, multi-conn)
-//! over Unix and TCP sockets. The wire behaviour is documented in docs/nbd.md.
+//! reblock-nbd: an NBD server (fixed newstyle handshake, structured replies, multi-conn,
+//! TLS) over Unix and TCP sockets. The wire behaviour is documented in docs/nbd.md.
 //!
 //! The online engine implements [`Export`] and watches every served request through a
 //! [`RequestObserver`]; [`FileExport`] serves a plain file or block device on its own:
@@ -23,9 +23,11 @@ pub mod memory;
 pub mod proto;
 pub mod server;
 mod stream;
+pub mod tls;
 pub mod transmission;
 
 pub use export::{nbd_errno, Export, ExportSet, Op, RequestEvent, RequestObserver};
 pub use file::FileExport;
 pub use memory::MemoryExport;
-pub use server::{Listen, RunningServer, Server, ServerConfig};
+pub use server::{bind_unix, Bound, Listen, RunningServer, Server, ServerConfig};
+pub use tls::{server_config as tls_server_config, TlsPolicy, TlsSetupError};

@@ -1,13 +1,17 @@
-//! A connected socket of either family, readable and writable through shared references
-//! so that one connection's workers can read and write it from several threads.
+//! A connected socket of either family, plain or inside TLS, readable and writable
+//! through shared references so that one connection's workers can read and write it from
+//! several threads.
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::unix::net::UnixStream;
 
+use crate::tls::TlsStream;
+
 pub(crate) enum Stream {
     Unix(UnixStream),
     Tcp(TcpStream),
+    Tls(Box<TlsStream>),
 }
 
 impl Stream {
@@ -15,6 +19,7 @@ impl Stream {
         match self {
             Stream::Unix(s) => s.shutdown(how),
             Stream::Tcp(s) => s.shutdown(how),
+            Stream::Tls(s) => s.raw().shutdown(how),
         }
     }
 }
@@ -24,6 +29,7 @@ impl Read for &Stream {
         match *self {
             Stream::Unix(s) => (&*s).read(buf),
             Stream::Tcp(s) => (&*s).read(buf),
+            Stream::Tls(s) => (&**s).read(buf),
         }
     }
 }
@@ -33,6 +39,7 @@ impl Write for &Stream {
         match *self {
             Stream::Unix(s) => (&*s).write(buf),
             Stream::Tcp(s) => (&*s).write(buf),
+            Stream::Tls(s) => (&**s).write(buf),
         }
     }
 

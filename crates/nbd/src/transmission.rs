@@ -8,18 +8,32 @@
 //! model of nbdkit's parallel thread model and keeps a QD32 client's requests in flight
 //! together without an async runtime: blocking positioned I/O on a file needs threads
 //! anyway, and threads keep every code path plain and synchronous.
+//!
+//! Workers are started on demand: a connection begins with one, and a worker that takes
+//! a request while no other waits for the next one starts another, up to `workers`, each
+//! drawn from the server-wide `worker_budget`. An extra worker leaves (returning its
+//! share of the budget) once two others already wait, so idle connections cost one
+//! thread.
+//!
+//! Payloads larger than [`STREAM_PIECE_BYTES`] are streamed in pieces of that size: a
+//! large write is written piece by piece as it arrives (under the reader lock, which the
+//! stream's order requires), a large read is sent piece by piece under the writer lock.
+//! Memory stays bounded by a piece per worker whatever the request size.
 
 use std::io::{self, Read, Write};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use std::thread::Scope;
 use std::time::Instant;
 
 use crate::export::{nbd_errno, Export, Op, RequestEvent, RequestObserver};
 use crate::handshake::discard;
 use crate::proto::{self, Command, Negotiated, RequestHeader};
 
+/// Reads and writes longer than this are streamed in pieces of this size.
+pub const STREAM_PIECE_BYTES: usize = 4 * 1024 * 1024;
 /// Worker buffers larger than this are released after the request instead of kept.
-const KEEP_BUFFER_BYTES: usize = 4 * 1024 * 1024 + proto::OFFSET_DATA_PREFIX_BYTES;
+const KEEP_BUFFER_BYTES: usize = STREAM_PIECE_BYTES + proto::OFFSET_DATA_PREFIX_BYTES;
 
 /// Everything a connection's workers share.
 pub struct Context<'a> {
@@ -31,6 +45,8 @@ pub struct Context<'a> {
     pub epoch: Instant,
     /// Requests of this connection that may be in flight at once (at least 1).
     pub workers: usize,
+    /// Worker threads beyond each connection's first still available, server-wide.
+    pub worker_budget: &'a AtomicUsize,
 }
 
 /// Why a connection's transmission phase ended.
@@ -58,6 +74,12 @@ enum Job {
         message: &'static str,
         start: Instant,
     },
+    /// A large write already streamed to the export while it was read.
+    Written {
+        header: RequestHeader,
+        done: io::Result<()>,
+        start: Instant,
+    },
     Disconnect,
 }
 
@@ -66,6 +88,10 @@ struct Shared<R, W> {
     writer: Mutex<W>,
     closing: AtomicBool,
     ended: Mutex<Option<Ended>>,
+    /// Workers running, this thread included.
+    workers: AtomicUsize,
+    /// Workers waiting for (or holding) the reader lock without a request yet.
+    idle: AtomicUsize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -93,63 +119,161 @@ where
         writer: Mutex::new(writer),
         closing: AtomicBool::new(false),
         ended: Mutex::new(None),
+        workers: AtomicUsize::new(1),
+        idle: AtomicUsize::new(0),
     };
-    std::thread::scope(|s| {
-        for _ in 1..ctx.workers.max(1) {
-            s.spawn(|| work(&shared, ctx));
-        }
-        work(&shared, ctx);
-    });
+    std::thread::scope(|s| work(s, &shared, ctx, false));
     let ended = shared.ended.into_inner().unwrap_or_else(|p| p.into_inner());
     ended.unwrap_or(Ended::Closed)
 }
 
-fn work<R: Read, W: Write>(shared: &Shared<R, W>, ctx: &Context<'_>) {
+/// Starts one more worker when none waits for the next request and both this
+/// connection's limit and the server's budget allow it.
+fn maybe_grow<'s, 'e, R, W>(
+    scope: &'s Scope<'s, 'e>,
+    shared: &'e Shared<R, W>,
+    ctx: &'e Context<'e>,
+) where
+    R: Read + Send,
+    W: Write + Send,
+{
+    if shared.idle.load(Ordering::SeqCst) > 0 || shared.closing.load(Ordering::SeqCst) {
+        return;
+    }
+    let limit = ctx.workers.max(1);
+    let grown = shared
+        .workers
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            (n < limit).then_some(n + 1)
+        });
+    if grown.is_err() {
+        return;
+    }
+    let funded = ctx
+        .worker_budget
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    let started = funded.is_ok()
+        && std::thread::Builder::new()
+            .name(format!("nbd-conn-{}w", ctx.connection_id))
+            .spawn_scoped(scope, move || work(scope, shared, ctx, true))
+            .is_ok();
+    if !started {
+        if funded.is_ok() {
+            ctx.worker_budget.fetch_add(1, Ordering::SeqCst);
+        }
+        shared.workers.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn work<'s, 'e, R, W>(
+    scope: &'s Scope<'s, 'e>,
+    shared: &'e Shared<R, W>,
+    ctx: &'e Context<'e>,
+    extra: bool,
+) where
+    R: Read + Send,
+    W: Write + Send,
+{
     let mut buf = Vec::new();
     loop {
+        if extra && shared.idle.load(Ordering::SeqCst) >= 2 {
+            break; // Two others already wait: this one's share goes back to the budget.
+        }
+        shared.idle.fetch_add(1, Ordering::SeqCst);
         let job = {
             let mut r = lock(&shared.reader);
-            if shared.closing.load(Ordering::SeqCst) {
-                return;
+            let job = if shared.closing.load(Ordering::SeqCst) {
+                None
+            } else {
+                Some(next_job(&mut *r, ctx, &mut buf))
+            };
+            shared.idle.fetch_sub(1, Ordering::SeqCst);
+            match job {
+                None => break,
+                Some(Ok(Job::Disconnect)) => {
+                    shared.finish(Ended::Disconnect);
+                    break;
+                }
+                Some(Ok(job)) => job,
+                Some(Err(why)) => {
+                    shared.finish(why);
+                    break;
+                }
             }
-            match next_job(&mut *r, ctx, &mut buf) {
-                Ok(Job::Disconnect) => return shared.finish(Ended::Disconnect),
-                Ok(job) => job,
-                Err(why) => return shared.finish(why),
-            }
         };
-        let (event, reply) = match job {
-            Job::Run {
-                header,
-                command,
-                start,
-            } => run(&header, command, start, ctx, &mut buf),
-            Job::Refuse {
-                header,
-                errno,
-                message,
-                start,
-            } => refuse(&header, errno, message, start, ctx, &mut buf),
-            Job::Disconnect => unreachable!("handled while reading"),
-        };
-        let sent = {
-            let mut w = lock(&shared.writer);
-            w.write_all(&buf[..reply]).and_then(|()| w.flush())
-        };
-        if let Err(e) = sent {
-            return shared.finish(Ended::Io(e));
-        }
-        if let Some(obs) = ctx.observer {
-            let now_ns = ctx.epoch.elapsed().as_nanos() as u64;
-            obs.observe(&RequestEvent {
-                duration_ns: now_ns.saturating_sub(event.ts_ns),
-                ..event
-            });
+        maybe_grow(scope, shared, ctx);
+        if let Err(why) = answer(job, shared, ctx, &mut buf) {
+            shared.finish(why);
+            break;
         }
         if buf.capacity() > KEEP_BUFFER_BYTES {
             buf = Vec::new();
         }
     }
+    shared.workers.fetch_sub(1, Ordering::SeqCst);
+    if extra {
+        ctx.worker_budget.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Executes one request and sends its reply; tells the observer.
+fn answer<R, W: Write>(
+    job: Job,
+    shared: &Shared<R, W>,
+    ctx: &Context<'_>,
+    buf: &mut Vec<u8>,
+) -> Result<(), Ended> {
+    let (event, reply) = match job {
+        Job::Run {
+            header,
+            command: Command::Read { offset, length },
+            start,
+        } if length as usize > STREAM_PIECE_BYTES => {
+            let event = stream_read(&header, offset, length, start, shared, ctx, buf)?;
+            (event, None)
+        }
+        Job::Run {
+            header,
+            command,
+            start,
+        } => {
+            let (event, len) = run(&header, command, start, ctx, buf);
+            (event, Some(len))
+        }
+        Job::Refuse {
+            header,
+            errno,
+            message,
+            start,
+        } => {
+            let (event, len) = refuse(&header, errno, message, start, ctx, buf);
+            (event, Some(len))
+        }
+        Job::Written {
+            header,
+            done,
+            start,
+        } => {
+            let event = event_of(&header, Op::Write, start, ctx);
+            let (event, len) = reply_done(&header, done, event, ctx, buf);
+            (event, Some(len))
+        }
+        Job::Disconnect => unreachable!("handled while reading"),
+    };
+    if let Some(len) = reply {
+        let mut w = lock(&shared.writer);
+        w.write_all(&buf[..len])
+            .and_then(|()| w.flush())
+            .map_err(Ended::Io)?;
+    }
+    if let Some(obs) = ctx.observer {
+        let now_ns = ctx.epoch.elapsed().as_nanos() as u64;
+        obs.observe(&RequestEvent {
+            duration_ns: now_ns.saturating_sub(event.ts_ns),
+            ..event
+        });
+    }
+    Ok(())
 }
 
 /// Reads one request; a write's payload lands in `buf`. Errors end the connection.
@@ -163,6 +287,18 @@ fn next_job<R: Read>(r: &mut R, ctx: &Context<'_>, buf: &mut Vec<u8>) -> Result<
     let header = proto::parse_request_header(&hb).map_err(|e| Ended::Protocol(e.to_string()))?;
     match proto::check_request(&header, &ctx.negotiated) {
         Ok(Command::Disconnect) => Ok(Job::Disconnect),
+        Ok(Command::Write {
+            offset,
+            length,
+            fua,
+        }) if length as usize > STREAM_PIECE_BYTES => {
+            let done = stream_write(r, ctx.export, offset, length, fua, buf)?;
+            Ok(Job::Written {
+                header,
+                done,
+                start,
+            })
+        }
         Ok(command) => {
             if let Command::Write { length, .. } = command {
                 // A client vanishing here leaves the export untouched: nothing is
@@ -222,7 +358,7 @@ fn run(
     ctx: &Context<'_>,
     buf: &mut Vec<u8>,
 ) -> (RequestEvent, usize) {
-    let mut event = event_of(header, op_of(header.kind), start, ctx);
+    let event = event_of(header, op_of(header.kind), start, ctx);
     let export = ctx.export;
     let done = match command {
         Command::Read { offset, length } => return read(header, offset, length, event, ctx, buf),
@@ -241,6 +377,17 @@ fn run(
         } => export.write_zeroes(offset, length.into(), fua, may_trim),
         Command::Disconnect => unreachable!("handled while reading"),
     };
+    reply_done(header, done, event, ctx, buf)
+}
+
+/// The reply to a command that returns no data, left in `buf[..len]`.
+fn reply_done(
+    header: &RequestHeader,
+    done: io::Result<()>,
+    mut event: RequestEvent,
+    ctx: &Context<'_>,
+    buf: &mut Vec<u8>,
+) -> (RequestEvent, usize) {
     match done {
         Ok(()) => {
             // The reply goes over the front of the buffer, whose length stays: the next
@@ -261,6 +408,89 @@ fn run(
     }
 }
 
+/// Writes a large payload piece by piece as it arrives. After a failed piece the rest is
+/// read and dropped (the stream stays framed) and the first error is the result; the
+/// outer error means the connection broke.
+fn stream_write<R: Read>(
+    r: &mut R,
+    export: &dyn Export,
+    offset: u64,
+    length: u32,
+    fua: bool,
+    buf: &mut Vec<u8>,
+) -> Result<io::Result<()>, Ended> {
+    let mut done = Ok(());
+    let mut at = 0u64;
+    while at < u64::from(length) {
+        let piece = (u64::from(length) - at).min(STREAM_PIECE_BYTES as u64) as usize;
+        buf.resize(piece, 0);
+        r.read_exact(buf).map_err(Ended::Io)?;
+        if done.is_ok() {
+            // Each piece carries FUA: the reply may only come once every piece is durable.
+            done = export.write_at(buf, offset + at, fua);
+        }
+        at += piece as u64;
+    }
+    Ok(done)
+}
+
+/// Answers a large read: the first piece is read before anything is sent, so an error
+/// there gets a proper error reply; then one reply header for the whole length goes out
+/// and the data follows piece by piece under the writer lock. A later error can only be
+/// told by closing the connection, which the protocol allows.
+fn stream_read<R, W: Write>(
+    header: &RequestHeader,
+    offset: u64,
+    length: u32,
+    start: Instant,
+    shared: &Shared<R, W>,
+    ctx: &Context<'_>,
+    buf: &mut Vec<u8>,
+) -> Result<RequestEvent, Ended> {
+    let mut event = event_of(header, Op::Read, start, ctx);
+    let prefix = reply_prefix_bytes(ctx);
+    buf.resize(prefix + STREAM_PIECE_BYTES, 0);
+    if let Err(e) = ctx.export.read_at(&mut buf[prefix..], offset) {
+        event.errno = nbd_errno(&e);
+        let len = error_reply(header.cookie, event.errno, &e.to_string(), ctx, buf);
+        lock(&shared.writer)
+            .write_all(&buf[..len])
+            .map_err(Ended::Io)?;
+        return Ok(event);
+    }
+    write_reply_prefix(buf, header.cookie, offset, length, ctx);
+    let mut w = lock(&shared.writer);
+    w.write_all(buf).map_err(Ended::Io)?;
+    let mut at = STREAM_PIECE_BYTES as u64;
+    while at < u64::from(length) {
+        let piece = (u64::from(length) - at).min(STREAM_PIECE_BYTES as u64) as usize;
+        let data = &mut buf[..piece];
+        ctx.export.read_at(data, offset + at).map_err(Ended::Io)?;
+        w.write_all(data).map_err(Ended::Io)?;
+        at += piece as u64;
+    }
+    w.flush().map_err(Ended::Io)?;
+    Ok(event)
+}
+
+/// Bytes of the reply header that precedes read data.
+fn reply_prefix_bytes(ctx: &Context<'_>) -> usize {
+    if ctx.negotiated.structured {
+        proto::OFFSET_DATA_PREFIX_BYTES
+    } else {
+        proto::SIMPLE_REPLY_BYTES
+    }
+}
+
+/// The header of a successful read's reply, in front of `length` bytes of data.
+fn write_reply_prefix(buf: &mut [u8], cookie: u64, offset: u64, length: u32, ctx: &Context<'_>) {
+    if ctx.negotiated.structured {
+        proto::write_offset_data_prefix(buf, cookie, offset, length);
+    } else {
+        proto::write_simple_reply(buf, cookie, 0);
+    }
+}
+
 /// Reads into `buf` behind the reply header so header and data go out in one write.
 fn read(
     header: &RequestHeader,
@@ -270,21 +500,12 @@ fn read(
     ctx: &Context<'_>,
     buf: &mut Vec<u8>,
 ) -> (RequestEvent, usize) {
-    let structured = ctx.negotiated.structured;
-    let prefix = if structured {
-        proto::OFFSET_DATA_PREFIX_BYTES
-    } else {
-        proto::SIMPLE_REPLY_BYTES
-    };
+    let prefix = reply_prefix_bytes(ctx);
     let total = prefix + length as usize;
     buf.resize(total, 0);
     match ctx.export.read_at(&mut buf[prefix..total], offset) {
         Ok(()) => {
-            if structured {
-                proto::write_offset_data_prefix(buf, header.cookie, offset, length);
-            } else {
-                proto::write_simple_reply(buf, header.cookie, 0);
-            }
+            write_reply_prefix(buf, header.cookie, offset, length, ctx);
             (event, total)
         }
         Err(e) => {

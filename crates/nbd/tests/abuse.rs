@@ -172,11 +172,11 @@ fn unknown_command_bad_flags_and_ranges_get_errno_and_connection_continues() {
     assert_eq!(c.simple_reply(), (22, 4), "offset overflow: EINVAL");
     c.request(3, 0, 5, 0, 1);
     assert_eq!(c.simple_reply(), (22, 5), "flush with a length: EINVAL");
-    c.request(0, 0, 6, 0, 64 << 20);
+    c.request(0, 0, 6, 0, 2 << 30);
     assert_eq!(
         c.simple_reply(),
         (75, 6),
-        "read over the payload limit: EOVERFLOW"
+        "read over the request limit: EOVERFLOW"
     );
     c.request(1, 0, 7, SIZE as u64, 4096);
     c.send(&[0xee; 4096]);
@@ -193,7 +193,14 @@ fn unknown_command_bad_flags_and_ranges_get_errno_and_connection_continues() {
 
 #[test]
 fn oversized_write_payload_is_consumed_and_refused_with_eoverflow() {
-    let f = fixture();
+    let f = Fixture::new(
+        SIZE,
+        false,
+        ServerConfig {
+            max_request_bytes: 32 << 20,
+            ..ServerConfig::default()
+        },
+    );
     let mut c = f.raw();
     c.go("disk", false);
     let len = (32 << 20) + 4096;
@@ -204,6 +211,41 @@ fn oversized_write_payload_is_consumed_and_refused_with_eoverflow() {
     assert_eq!(c.simple_reply(), (0, 10));
     assert_eq!(c.read_n(16), pattern(SIZE)[..16]);
     assert_still_serves(&f);
+}
+
+#[test]
+fn requests_past_the_advertised_maximum_are_streamed_both_ways() {
+    let size = 64 << 20;
+    let f = Fixture::new(size, false, ServerConfig::default());
+    let len = 48 << 20;
+    let data: Vec<u8> = pattern(len).iter().map(|b| !b).collect();
+    let mut c = f.raw();
+    c.go("disk", false);
+    c.request(1, 1, 1, 4096, len as u32);
+    c.send(&data);
+    assert_eq!(c.simple_reply(), (0, 1), "a 48 MiB FUA write");
+    c.request(0, 0, 2, 4096, len as u32);
+    assert_eq!(c.simple_reply(), (0, 2));
+    assert!(c.read_n(len) == data, "a 48 MiB simple read");
+    let mut s = f.raw();
+    s.go("disk", true);
+    s.request(0, 0, 3, 4096, len as u32);
+    let (flags, kind, cookie, payload) = s.chunk();
+    assert_eq!(
+        (flags, kind, cookie),
+        (1, 1, 3),
+        "one OFFSET_DATA chunk with DONE"
+    );
+    assert!(payload[8..] == data[..], "a 48 MiB structured read");
+    s.request(0, 0, 4, size as u64 - 4096, 8192);
+    assert_eq!(s.chunk().1, 0x8001, "and errors still come as error chunks");
+    let file = f.image_bytes();
+    assert!(file[4096..4096 + len] == data[..]);
+    assert_eq!(
+        file[..4096],
+        pattern(size)[..4096],
+        "bytes around it unchanged"
+    );
 }
 
 #[test]

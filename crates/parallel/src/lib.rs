@@ -16,6 +16,7 @@ pub mod graph;
 pub mod grouping;
 pub mod mining;
 pub mod output;
+pub mod pairs;
 pub mod plan;
 pub mod reorganize;
 pub mod report;
@@ -24,6 +25,7 @@ pub mod zipf;
 
 pub use evaluate::{evaluate_array, ArrayEvalConfig, ArraySpec, Policy, Progress};
 pub use output::{ArrayEvalOutput, ArrayRun, PolicyResult};
+pub use pairs::{mine_pairs, MinedPair, MinedPairs, PairMining};
 
 /// Errors of an evaluation: a bad setting (naming the flag) or a failed replay.
 #[derive(Debug, thiserror::Error)]

@@ -31,6 +31,15 @@ pub enum OpFilter {
 }
 
 impl OpFilter {
+    /// `reads`, `writes` or `both` (singular accepted), as `--mine` spells it.
+    pub fn parse(s: &str) -> Option<OpFilter> {
+        match s {
+            "reads" | "read" => Some(OpFilter::Reads),
+            "writes" | "write" => Some(OpFilter::Writes),
+            "both" => Some(OpFilter::Both),
+            _ => None,
+        }
+    }
     pub fn admits(self, write: bool) -> bool {
         match self {
             OpFilter::Reads => !write,
@@ -71,41 +80,81 @@ pub struct SessionConfig {
     pub ops: OpFilter,
 }
 
-/// Calls `f` with the blocks of each session of `trace[range]`, each block once, in the
-/// order first requested (the order the pair window of [`crate::mining`] follows).
+/// Groups a stream of requests into sessions, one request at a time, so that a trace of
+/// any length is sessionized in memory proportional to the largest session.
+#[derive(Clone, Debug)]
+pub struct Sessionizer {
+    cfg: SessionConfig,
+    blocks: Vec<u64>,
+    seen: FxHashSet<u64>,
+    start_ns: Option<u64>,
+}
+
+impl Sessionizer {
+    pub fn new(cfg: SessionConfig) -> Sessionizer {
+        Sessionizer {
+            cfg,
+            blocks: Vec::new(),
+            seen: FxHashSet::default(),
+            start_ns: None,
+        }
+    }
+
+    /// Adds one request; calls `f` with the blocks of the session it closes, if any (each
+    /// block once, in the order first requested: the order the pair window of
+    /// [`crate::mining`] follows).
+    pub fn push(
+        &mut self,
+        ts_ns: u64,
+        write: bool,
+        sector: u64,
+        sectors: u32,
+        f: impl FnMut(&[u64]),
+    ) {
+        if !self.cfg.ops.admits(write) {
+            return;
+        }
+        let same = match (self.cfg.mode, self.start_ns) {
+            (SessionMode::WindowNs(w), Some(s)) => ts_ns >= s && ts_ns - s < w,
+            _ => false,
+        };
+        if !same {
+            self.flush(f);
+            self.start_ns = Some(ts_ns);
+        }
+        for b in self.cfg.blocking.blocks(sector, sectors) {
+            if self.seen.insert(b) {
+                self.blocks.push(b);
+            }
+        }
+    }
+
+    /// Closes the open session, if any, calling `f` with its blocks.
+    pub fn flush(&mut self, mut f: impl FnMut(&[u64])) {
+        if !self.blocks.is_empty() {
+            f(&self.blocks);
+        }
+        self.blocks.clear();
+        self.seen.clear();
+    }
+}
+
+/// Calls `f` with the blocks of each session of `trace[range]` (see [`Sessionizer::push`]).
 pub fn for_each_session(
     trace: &Trace,
     range: Range<usize>,
     cfg: &SessionConfig,
     mut f: impl FnMut(&[u64]),
 ) {
-    let mut blocks: Vec<u64> = Vec::new();
-    let mut seen: FxHashSet<u64> = FxHashSet::default();
-    let mut start_ns: Option<u64> = None;
+    let mut sessions = Sessionizer::new(*cfg);
     for i in range {
-        if !cfg.ops.admits(trace.write[i]) {
-            continue;
-        }
-        let ts = trace.ts_ns[i];
-        let same = match (cfg.mode, start_ns) {
-            (SessionMode::WindowNs(w), Some(s)) => ts >= s && ts - s < w,
-            _ => false,
-        };
-        if !same {
-            if !blocks.is_empty() {
-                f(&blocks);
-            }
-            blocks.clear();
-            seen.clear();
-            start_ns = Some(ts);
-        }
-        for b in cfg.blocking.blocks(trace.sector[i], trace.sectors[i]) {
-            if seen.insert(b) {
-                blocks.push(b);
-            }
-        }
+        sessions.push(
+            trace.ts_ns[i],
+            trace.write[i],
+            trace.sector[i],
+            trace.sectors[i],
+            &mut f,
+        );
     }
-    if !blocks.is_empty() {
-        f(&blocks);
-    }
+    sessions.flush(f);
 }

@@ -59,10 +59,79 @@ pub enum TraceError {
     },
     #[error("unknown trace format '{name}'; supported: {supported}")]
     UnknownFormat { name: String, supported: String },
-    #[error("{path}: cannot tell the trace format from the first lines; pass --format (one of: {supported})")]
-    Undetected { path: PathBuf, supported: String },
+    #[error(
+        "{path}: cannot tell the trace format from the first lines; pass --format (one of: \
+         {supported}){}",
+        guess.as_ref().map_or(String::new(), |g| g.to_string())
+    )]
+    Undetected {
+        path: PathBuf,
+        supported: String,
+        /// The format that reads most of the first lines, and where it stops.
+        guess: Option<FormatGuess>,
+    },
     #[error("{path}: the trace is empty (no requests)")]
     Empty { path: PathBuf },
     #[error("{path}: {why}")]
     Other { path: PathBuf, why: String },
+    /// A request earlier than the reorder window allows (see `TimeOrder`).
+    #[error("{0}")]
+    Late(Box<LateRequest>),
+}
+
+/// The format a file most looks like, and its first line that format cannot read: said
+/// when `auto` cannot tell the format, so that a malformed line of a short file is still
+/// named with its field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FormatGuess {
+    pub format: &'static str,
+    pub line: u64,
+    pub error: FieldError,
+}
+
+impl fmt::Display for FormatGuess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (format, line, error) = (self.format, self.line, &self.error);
+        write!(f, "; read as {format}, line {line} has {error}")
+    }
+}
+
+/// A request whose timestamp is further behind one already read than the reorder window
+/// allows: time order cannot be restored by holding requests back, so it is an error
+/// (`--sort` sorts the whole trace instead).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LateRequest {
+    pub path: PathBuf,
+    /// Its line in the file (text formats); `None` for Parquet, where `request` says which.
+    pub line: Option<u64>,
+    /// Its number among the requests read, from 1.
+    pub request: u64,
+    pub ts_ns: u64,
+    /// The latest timestamp read before it.
+    pub latest_ns: u64,
+    pub window_ns: u64,
+}
+
+/// Nanoseconds as seconds, exactly (`1.500000000 s`).
+fn seconds(ns: u64) -> String {
+    format!("{}.{:09} s", ns / 1_000_000_000, ns % 1_000_000_000)
+}
+
+impl fmt::Display for LateRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: ", self.path.display())?,
+            None => write!(f, "{}: request {}: ", self.path.display(), self.request)?,
+        }
+        write!(
+            f,
+            "field timestamp: {} is {} before a request already read (at {}), more than the \
+             {} reorder window; pass --sort to sort the whole trace, or a wider \
+             --reorder-window",
+            seconds(self.ts_ns),
+            seconds(self.latest_ns - self.ts_ns),
+            seconds(self.latest_ns),
+            seconds(self.window_ns)
+        )
+    }
 }

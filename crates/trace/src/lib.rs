@@ -9,12 +9,16 @@
 pub mod columnar;
 pub mod error;
 pub mod format;
+pub mod order;
 pub mod parquet;
 pub mod reader;
 pub mod request;
 
 pub use columnar::Trace;
-pub use error::{BadLine, FieldError, TraceError};
+pub use error::{BadLine, FieldError, FormatGuess, LateRequest, TraceError};
 pub use format::{formats, LineFormat, ParseState, Parsed};
+pub use order::{OrderStats, TimeOrder, DEFAULT_REORDER_WINDOW_NS};
 pub use reader::{FormatChoice, ReadOptions, TraceReader};
-pub use request::{CommandId, Commands, Op, Request, NO_COMMAND, SECTOR_BYTES};
+pub use request::{
+    CommandId, Commands, Op, Request, RequestError, MAX_END_SECTOR, NO_COMMAND, SECTOR_BYTES,
+};

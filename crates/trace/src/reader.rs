@@ -6,8 +6,9 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use crate::error::{BadLine, FieldError, TraceError};
+use crate::error::{BadLine, FieldError, FormatGuess, TraceError};
 use crate::format::{self, LineFormat, ParseState, Parsed};
+use crate::order::{OrderStats, Reorder, TimeOrder};
 use crate::parquet::ParquetRows;
 use crate::request::{Commands, Request};
 
@@ -93,8 +94,9 @@ struct LineBackend {
     /// search for the newline) by [`format::native::parse_line`].
     native: bool,
     state: ParseState,
-    /// Lines read while sniffing, replayed before the rest of the input.
-    pending: VecDeque<(u64, String)>,
+    /// Lines read while sniffing (without their newline), replayed before the rest of
+    /// the input.
+    pending: VecDeque<(u64, Vec<u8>)>,
     /// A bad line met after requests that are still in the ring: reported next.
     deferred: Option<(u64, FieldError)>,
     /// A line that straddles the input's buffer, gathered here.
@@ -106,10 +108,14 @@ struct LineBackend {
 pub(crate) const RING: usize = 512;
 
 /// Requests decoded ahead by the backend, handed out by [`TraceReader::next_request`]
-/// without calling into the backend: `reqs[pos..end]` are good requests, in file order.
+/// without calling into the backend: `reqs[pos..end]` are good requests, in time order
+/// once [`Reorder`] has seen them.
 #[derive(Default)]
 pub(crate) struct Ring {
     pub(crate) reqs: Vec<Request>,
+    /// The line of each request of a fresh batch, for messages, when the backend knows
+    /// it (text formats); left empty otherwise (Parquet).
+    pub(crate) lines: Vec<u64>,
     pub(crate) pos: usize,
     pub(crate) end: usize,
 }
@@ -122,9 +128,11 @@ impl Ring {
         Refill::Ready
     }
 
-    fn one(&mut self, r: Request) -> Refill {
+    fn one(&mut self, r: Request, line: u64) -> Refill {
         self.reqs.clear();
         self.reqs.push(r);
+        self.lines.clear();
+        self.lines.push(line);
         self.ready()
     }
 }
@@ -147,6 +155,7 @@ pub struct TraceReader {
     skip_bad: usize,
     bad: Vec<BadLine>,
     requests: u64,
+    reorder: Reorder,
 }
 
 /// What `--format` asked for: a line format, Parquet, or sniffing.
@@ -240,13 +249,20 @@ impl TraceReader {
             Wanted::Line(f) => f,
             _ => {
                 while pending.len() < SNIFF_LINES {
-                    let Some(line) = read_line(&mut input, &mut buf, &path, line_no + 1)? else {
+                    let Some(line) = read_line(&mut input, &mut buf, &path)? else {
                         break;
                     };
                     line_no += 1;
                     pending.push_back((line_no, line));
                 }
-                sniff(&path, &pending, format::formats())?
+                // Sniffed as text with any bad bytes replaced: such a line does not hide
+                // the format, and is then reported naming its field.
+                let text: Vec<String> = pending
+                    .iter()
+                    .map(|(_, l)| String::from_utf8_lossy(l).into_owned())
+                    .collect();
+                let lines: Vec<&str> = text.iter().map(String::as_str).collect();
+                sniff(&path, &lines, format::formats())?
             }
         };
         let backend = Backend::Lines(Box::new(LineBackend {
@@ -270,7 +286,24 @@ impl TraceReader {
             skip_bad: opts.skip_bad,
             bad: Vec::new(),
             requests: 0,
+            reorder: Reorder::new(TimeOrder::default()),
         }
+    }
+
+    /// Chooses how time order is restored (before the first request is read; the
+    /// default is [`TimeOrder::default`], a 10 ms reorder window).
+    pub fn set_time_order(&mut self, order: TimeOrder) {
+        assert_eq!(self.requests, 0, "the time order is chosen before reading");
+        self.reorder = Reorder::new(order);
+    }
+
+    pub fn time_order(&self) -> TimeOrder {
+        self.reorder.order()
+    }
+
+    /// What restoring time order has done so far (complete once the trace is read).
+    pub fn order_stats(&self) -> OrderStats {
+        self.reorder.stats()
     }
 
     pub fn path(&self) -> &Path {
@@ -290,6 +323,14 @@ impl TraceReader {
         match &self.backend {
             Backend::Lines(b) => &b.state.commands,
             Backend::Parquet(p) => &p.commands,
+        }
+    }
+
+    /// The reblock metadata of a Parquet trace's footer (none for text formats).
+    pub fn parquet_meta(&self) -> Option<&crate::parquet::TraceMeta> {
+        match &self.backend {
+            Backend::Lines(_) => None,
+            Backend::Parquet(p) => Some(&p.meta),
         }
     }
 
@@ -324,19 +365,25 @@ impl TraceReader {
         }
     }
 
-    /// The ring is used up: has the backend decode more, and deals with bad lines.
-    /// Whether there are requests again (false at the end of the trace).
+    /// The ring is used up: has the backend decode more, puts it in time order, and
+    /// deals with bad lines. Whether there are requests again (false at the end).
     #[inline(never)]
     fn refill(&mut self) -> Result<bool, TraceError> {
         loop {
+            self.ring.lines.clear();
             let refill = match &mut self.backend {
                 Backend::Lines(b) => b.refill(&mut self.ring, &self.path)?,
                 Backend::Parquet(p) => p.refill(&mut self.ring, &self.path)?,
             };
             match refill {
-                Refill::Ready => return Ok(true),
+                Refill::Ready => {
+                    self.reorder.batch(&mut self.ring, &self.path)?;
+                    if self.ring.pos < self.ring.end {
+                        return Ok(true);
+                    }
+                }
                 Refill::Bad(line_no, error) => self.tolerate(line_no, error)?,
-                Refill::End => return Ok(false),
+                Refill::End => return Ok(self.reorder.end(&mut self.ring)),
             }
         }
     }
@@ -405,13 +452,14 @@ impl LineBackend {
         }
         loop {
             if let Some((no, line)) = self.pending.pop_front() {
-                match self.format.parse(&line, &mut self.state) {
-                    Ok(Parsed::Request(r)) => return Ok(ring.one(r)),
+                match self.format.parse_checked(&line, &mut self.state) {
+                    Ok(Parsed::Request(r)) => return Ok(ring.one(r, no)),
                     Ok(Parsed::Skip) => continue,
                     Err(e) => return Ok(Refill::Bad(no, e)),
                 }
             }
             ring.reqs.clear();
+            ring.lines.clear();
             let buf = self.input.fill_buf().map_err(io)?;
             if buf.is_empty() {
                 return Ok(Refill::End);
@@ -423,6 +471,7 @@ impl LineBackend {
                     if let Some((r, next)) = format::native::parse_line(buf, at, &mut self.state) {
                         ring.reqs.push(r);
                         self.line_no += 1;
+                        ring.lines.push(self.line_no);
                         at = next;
                         continue;
                     }
@@ -433,8 +482,11 @@ impl LineBackend {
                 let line = without_newline(&buf[at..at + len]);
                 at += len + 1;
                 self.line_no += 1;
-                match self.format.parse_bytes(line, &mut self.state) {
-                    Ok(Parsed::Request(r)) => ring.reqs.push(r),
+                match self.format.parse_checked(line, &mut self.state) {
+                    Ok(Parsed::Request(r)) => {
+                        ring.reqs.push(r);
+                        ring.lines.push(self.line_no);
+                    }
                     Ok(Parsed::Skip) => {}
                     Err(e) => {
                         bad = Some((self.line_no, e));
@@ -464,9 +516,9 @@ impl LineBackend {
             self.line_no += 1;
             match self
                 .format
-                .parse_bytes(without_newline(&self.buf), &mut self.state)
+                .parse_checked(without_newline(&self.buf), &mut self.state)
             {
-                Ok(Parsed::Request(r)) => return Ok(ring.one(r)),
+                Ok(Parsed::Request(r)) => return Ok(ring.one(r, self.line_no)),
                 Ok(Parsed::Skip) => {}
                 Err(e) => return Ok(Refill::Bad(self.line_no, e)),
             }
@@ -474,13 +526,13 @@ impl LineBackend {
     }
 }
 
-/// Reads one line without its newline; invalid UTF-8 is an error naming the line.
+/// Reads one line without its newline. Bytes that are not UTF-8 are kept: the format's
+/// `parse_bytes` names the field holding them when the line is parsed.
 fn read_line(
     input: &mut dyn BufRead,
     buf: &mut Vec<u8>,
     path: &Path,
-    line_no: u64,
-) -> Result<Option<String>, TraceError> {
+) -> Result<Option<Vec<u8>>, TraceError> {
     buf.clear();
     let n = input
         .read_until(b'\n', buf)
@@ -488,26 +540,18 @@ fn read_line(
             path: path.to_path_buf(),
             source,
         })?;
-    if n == 0 {
-        return Ok(None);
-    }
-    let s = std::str::from_utf8(buf).map_err(|_| TraceError::BadLine {
-        path: path.to_path_buf(),
-        line: line_no,
-        error: FieldError::new("line", "not valid UTF-8"),
-    })?;
-    Ok(Some(s.trim_end_matches(['\n', '\r']).to_string()))
+    Ok((n > 0).then(|| without_newline(buf).to_vec()))
 }
 
 /// The one format that claims the first lines; `auto` never guesses between two.
 fn sniff(
     path: &Path,
-    lines: &VecDeque<(u64, String)>,
+    lines: &[&str],
     candidates: &[&'static dyn LineFormat],
 ) -> Result<&'static dyn LineFormat, TraceError> {
     let sample: Vec<&str> = lines
         .iter()
-        .map(|(_, l)| l.as_str())
+        .copied()
         .filter(|l| !l.trim().is_empty())
         .collect();
     if sample.is_empty() {
@@ -540,6 +584,7 @@ fn sniff(
         [] => Err(TraceError::Undetected {
             path: path.to_path_buf(),
             supported: supported_formats(),
+            guess: guess(lines, candidates),
         }),
         many => Err(TraceError::Other {
             path: path.to_path_buf(),
@@ -549,6 +594,41 @@ fn sniff(
             ),
         }),
     }
+}
+
+/// The format that reads the most of `lines` (at least one), with its first bad line; or,
+/// when none reads any, the native format if its first error is past the first field
+/// (a line that starts like a native request). `lines` are numbered from 1.
+fn guess(lines: &[&str], candidates: &[&'static dyn LineFormat]) -> Option<FormatGuess> {
+    let mut best: Option<(usize, FormatGuess)> = None;
+    for &format in candidates {
+        let mut state = ParseState::default();
+        let mut read = 0;
+        let mut first_bad = None;
+        for (no, line) in (1..).zip(lines) {
+            match format.parse(line, &mut state) {
+                Ok(Parsed::Request(_)) => read += 1,
+                Ok(Parsed::Skip) => {}
+                Err(error) => {
+                    first_bad.get_or_insert((no, error));
+                }
+            }
+        }
+        let Some((line, error)) = first_bad else {
+            continue;
+        };
+        let native_shape = format.name() == format::Native.name() && error.field != "timestamp";
+        if (read > 0 || native_shape) && best.as_ref().is_none_or(|(n, _)| read > *n) {
+            let name = format.name();
+            let g = FormatGuess {
+                format: name,
+                line,
+                error,
+            };
+            best = Some((read, g));
+        }
+    }
+    best.map(|(_, g)| g)
 }
 
 /// Whether `format` claims `sample` once a few lines are left out: the first line that
@@ -564,7 +644,7 @@ fn claims_despite_bad_lines(format: &dyn LineFormat, sample: &[&str]) -> bool {
             return false; // every prefix passes but the whole does not: no single culprit
         };
         kept.remove(bad - 1);
-        if kept.len() < 2 * (sample.len() - kept.len()) {
+        if kept.len() < sample.len() - kept.len() {
             return false;
         }
         if format.sniff(&kept) {
@@ -579,8 +659,8 @@ mod tests {
     use super::*;
     use crate::format::{Ascii, MsrWindows, Native};
 
-    fn sample(lines: &[&str]) -> VecDeque<(u64, String)> {
-        (1..).zip(lines.iter().map(|l| l.to_string())).collect()
+    fn sample<'a>(lines: &[&'a str]) -> Vec<&'a str> {
+        lines.to_vec()
     }
 
     /// A format that claims everything, to make two formats claim one file.
@@ -652,16 +732,14 @@ mod tests {
             lines.pop();
         }
         for (no, line) in (1..).zip(lines) {
-            let parsed = match std::str::from_utf8(without_newline(line)) {
-                Ok(s) => Native.parse(s, &mut st),
-                Err(_) => Err(FieldError::new("line", "not valid UTF-8")),
-            };
+            let parsed = Native.parse_checked(without_newline(line), &mut st);
             match parsed {
                 Ok(Parsed::Request(r)) => reqs.push((r, st.commands.name(r.command).to_string())),
                 Ok(Parsed::Skip) => {}
                 Err(e) => bad.push((no, e)),
             }
         }
+        reqs.sort_by_key(|(r, _)| r.ts_ns);
         (reqs, bad)
     }
 
@@ -673,6 +751,8 @@ mod tests {
             skip_bad: usize::MAX,
         };
         let mut r = TraceReader::from_reader(Box::new(input), "t", &opts).unwrap();
+        // Order is not the subject here: an unbounded window sorts, as `reference` does.
+        r.set_time_order(TimeOrder::Window { ns: u64::MAX });
         let mut reqs = Vec::new();
         while let Some(q) = r.next_request().unwrap() {
             reqs.push((q, r.commands().name(q.command).to_string()));
@@ -691,10 +771,10 @@ mod tests {
         /// exactly as line-by-line parsing does, whatever the buffer size.
         #[test]
         fn buffered_native_reading_matches_line_parsing(
-            picks in proptest::collection::vec(0usize..22, 0..60),
+            picks in proptest::collection::vec(0usize..25, 0..60),
             capacity in 1usize..80,
         ) {
-            let parts: [&[u8]; 22] = [
+            let parts: [&[u8]; 25] = [
                 b"430520000 4129 bash 12648728 8 R\n",
                 b"1\t2\t-\t3\t8\tw\n",
                 b"  1 2 cc 3 8 W  \n",
@@ -717,6 +797,9 @@ mod tests {
                 b"1 2 cc 3 8 R",
                 b"1\x0c2 cc 3 8 R\n",
                 b"1 2 cc\r3 8 R\n",
+                b"1 2 cc 3 8 R 7\n",
+                b"1 2 cc 3 8 R 12345678901\n",
+                b"1 2 cc 3 8 W 7 x\n",
             ];
             let text: Vec<u8> = picks.iter().flat_map(|&i| parts[i].iter().copied()).collect();
             proptest::prop_assert_eq!(read(&text, capacity), reference(&text));

@@ -3,8 +3,43 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::error::FieldError;
+
 /// Traces address 512-byte sectors, whatever the device's real block size.
 pub const SECTOR_BYTES: u64 = 512;
+
+/// The largest sector a request may end at (exclusive end): the one whose byte offset is
+/// the last multiple of 512 that fits in 64 bits. Every stage computes byte offsets as
+/// `sector * 512` in a `u64` (files, NBD, the engine's image), so a request ending further
+/// out cannot be addressed anywhere and a reader refuses it instead of letting the
+/// arithmetic wrap.
+pub const MAX_END_SECTOR: u64 = u64::MAX / SECTOR_BYTES;
+
+/// Why a request's address or size is not one a trace may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// A length of 0 sectors (no data: not a request).
+    #[error("a request of 0 sectors")]
+    Empty,
+    /// `sector + sectors` is past [`MAX_END_SECTOR`] (or past 2^64 sectors altogether).
+    #[error(
+        "sector {sector} + {sectors} sectors ends past the last addressable sector \
+         ({MAX_END_SECTOR}, the end of a 64-bit byte address space)"
+    )]
+    PastEnd { sector: u64, sectors: u32 },
+}
+
+impl RequestError {
+    /// As the error of one line's field: `sector_field` and `size_field` are what the
+    /// trace format calls the start address and the length (`lba`, `offset`, `size`...).
+    pub fn field_error(self, sector_field: &'static str, size_field: &'static str) -> FieldError {
+        let field = match self {
+            RequestError::Empty => size_field,
+            RequestError::PastEnd { .. } => sector_field,
+        };
+        FieldError::new(field, self.to_string())
+    }
+}
 
 /// Read or write. Trims, flushes and other non-data requests are not traced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -51,9 +86,52 @@ pub struct Request {
 }
 
 impl Request {
-    /// One past the last sector.
+    /// A request whose address and size are checked: the constructor every reader uses
+    /// (text lines and Parquet rows alike), so that no trace hands out a request whose end
+    /// or byte offset overflows.
+    pub fn try_new(
+        ts_ns: u64,
+        pid: Option<u32>,
+        command: CommandId,
+        device: u32,
+        sector: u64,
+        sectors: u32,
+        op: Op,
+    ) -> Result<Request, RequestError> {
+        let r = Request {
+            ts_ns,
+            pid,
+            command,
+            device,
+            sector,
+            sectors,
+            op,
+        };
+        r.check()?;
+        Ok(r)
+    }
+
+    /// Whether this request is one a reader may hand out: a positive length ending at or
+    /// before [`MAX_END_SECTOR`] (so `end_sector` and byte offsets cannot overflow).
+    #[inline]
+    pub fn check(&self) -> Result<(), RequestError> {
+        if self.sectors == 0 {
+            return Err(RequestError::Empty);
+        }
+        match self.sector.checked_add(u64::from(self.sectors)) {
+            Some(end) if end <= MAX_END_SECTOR => Ok(()),
+            _ => Err(RequestError::PastEnd {
+                sector: self.sector,
+                sectors: self.sectors,
+            }),
+        }
+    }
+
+    /// One past the last sector. Requests from a reader never overflow here (see
+    /// [`Request::check`]); one built by hand past 2^64 sectors saturates rather than wraps.
+    #[inline]
     pub fn end_sector(&self) -> u64 {
-        self.sector + u64::from(self.sectors)
+        self.sector.saturating_add(u64::from(self.sectors))
     }
     pub fn bytes(&self) -> u64 {
         u64::from(self.sectors) * SECTOR_BYTES

@@ -80,11 +80,13 @@ fn through_parquet(text: &str) -> String {
 
 fn native_line() -> impl Strategy<Value = String> {
     let command = prop_oneof![Just("-".to_string()), "[a-z][a-z0-9_/:.-]{0,14}"];
+    // Times and sectors up to i64::MAX: the file's columns are signed.
     (
-        any::<u64>(),
+        0..=i64::MAX as u64,
         0..u32::MAX,
         command,
-        any::<u64>(),
+        // Any sector a request may start at and still end within the addressable ones.
+        0..=reblock_trace::MAX_END_SECTOR - u64::from(u32::MAX),
         1..=u32::MAX,
         any::<bool>(),
     )
@@ -100,6 +102,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
     #[test]
     fn native_parquet_native_is_byte_identical(lines in prop::collection::vec(native_line(), 1..200)) {
+        // In time order: readers hand out requests sorted by timestamp.
+        let mut lines = lines;
+        lines.sort_by_key(|l| l.split(' ').next().unwrap().parse::<u64>().unwrap());
         let text: String = lines.concat();
         prop_assert_eq!(through_parquet(&text), text);
     }
@@ -168,7 +173,47 @@ fn parquet_bad_row_names_row_and_column() {
     let e = read_trace(&pq).unwrap_err();
     assert_eq!(
         e.to_string(),
-        format!("{}:2: field sectors: a request of 0 sectors", pq.display())
+        format!(
+            "{}:2: field sectors: a request of 0 sectors (row group 0 of 1)",
+            pq.display()
+        )
+    );
+}
+
+/// A time or sector past i64::MAX cannot be stored in the signed columns: writing it is an
+/// error naming the request and the field, never a wrapped (negative) value.
+#[test]
+fn parquet_refuses_a_sector_past_the_signed_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let pq = dir.path().join("t.parquet");
+    let commands = Commands::new();
+    let mut w = ParquetWriter::create(&pq).unwrap();
+    let ok = Request {
+        ts_ns: i64::MAX as u64,
+        pid: None,
+        command: 0,
+        device: 0,
+        sector: i64::MAX as u64,
+        sectors: 8,
+        op: Op::Read,
+    };
+    w.push(ok, &commands).unwrap();
+    w.push(
+        Request {
+            sector: i64::MAX as u64 + 1,
+            ..ok
+        },
+        &commands,
+    )
+    .unwrap();
+    let e = w.finish(&commands).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        format!(
+            "{}:2: field sector: 9223372036854775808 does not fit the file's signed 64-bit \
+             column (max 9223372036854775807)",
+            pq.display()
+        )
     );
 }
 
@@ -262,18 +307,18 @@ fn parquet_from_another_writer_checks_every_row() {
     let mut want = Vec::new();
     for i in 0..n {
         let why = if ts[i].is_none() {
-            Some("field ts_ns: null".to_string())
+            Some("field ts_ns: null")
         } else if op[i].is_none() {
-            Some("field op: null".to_string())
+            Some("field op: null")
         } else if sectors[i] == Some(0) {
-            Some("field sectors: a request of 0 sectors".to_string())
+            Some("field sectors: a request of 0 sectors")
         } else if op[i] == Some("X") {
-            Some("field op: 'X' is not R or W".to_string())
+            Some("field op: 'X' is not R or W")
         } else {
             None
         };
         match why {
-            Some(why) => want_bad.push((i as u64 + 1, why)),
+            Some(why) => want_bad.push((i as u64 + 1, format!("{why} (row group 0 of 1)"))),
             None => want.push((i as u64, pid[i], command[i].unwrap_or(""), op[i])),
         }
     }
@@ -375,4 +420,151 @@ fn a_decoder_panic_is_an_error_naming_the_file() {
             "{err}"
         );
     }
+}
+
+/// Columns as other tools type them: signed and narrow integers, large strings, string
+/// views and a dictionary with Int8 keys (a pandas categorical). Values in range read as
+/// the same requests; a negative sector and a pid past u32 are bad rows naming their row
+/// group, row and column.
+#[test]
+fn parquet_of_any_integer_and_string_type_reads_with_range_checks() {
+    use arrow_array::types::Int8Type;
+    use arrow_array::{
+        ArrayRef, DictionaryArray, Int16Array, Int64Array, Int8Array, LargeStringArray,
+        RecordBatch, StringArray, StringViewArray, UInt8Array,
+    };
+    use parquet::file::properties::WriterProperties;
+    use std::sync::Arc;
+
+    let n = 6;
+    let names = StringArray::from(vec!["git", "make"]);
+    let command = DictionaryArray::<Int8Type>::try_new(
+        Int8Array::from(vec![0, 1, 0, 1, 0, 1]),
+        Arc::new(names),
+    )
+    .unwrap();
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        ("ts_ns", Arc::new(Int64Array::from_iter_values(0..n))),
+        (
+            "pid",
+            Arc::new(Int64Array::from(vec![1, 2, 3, 1 << 33, 5, 6])),
+        ),
+        ("command", Arc::new(command)),
+        ("device", Arc::new(UInt8Array::from(vec![0, 1, 0, 1, 0, 1]))),
+        (
+            "sector",
+            Arc::new(Int16Array::from(vec![8, 16, -8, 24, 32, 40])),
+        ),
+        ("sectors", Arc::new(Int8Array::from(vec![8; 6]))),
+        (
+            "op",
+            Arc::new(LargeStringArray::from(vec!["R", "W", "R", "W", "R", "W"])),
+        ),
+    ];
+    let batch = RecordBatch::try_from_iter(columns.clone()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pq = dir.path().join("t.parquet");
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(3))
+        .build();
+    let file = std::fs::File::create(&pq).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+
+    let opts = ReadOptions {
+        format: FormatChoice::Auto,
+        skip_bad: 2,
+    };
+    let mut r = TraceReader::open(&pq, &opts).unwrap();
+    let mut got = Vec::new();
+    while let Some(q) = r.next_request().unwrap() {
+        got.push((
+            q.ts_ns,
+            q.pid,
+            r.commands().name(q.command).to_string(),
+            q.device,
+            q.sector,
+            q.op,
+        ));
+    }
+    let bad: Vec<String> = r
+        .bad_lines()
+        .iter()
+        .map(|b| format!("{}: {}", b.line, b.error))
+        .collect();
+    assert_eq!(
+        bad,
+        [
+            "3: field sector: -8 is outside the column's range 0 to 18446744073709551615 \
+             (row group 0 of 2)",
+            "4: field pid: 8589934592 is outside the column's range 0 to 4294967295 \
+             (row group 1 of 2)",
+        ]
+    );
+    let want: Vec<(u64, Option<u32>, String, u32, u64, Op)> = [0usize, 1, 4, 5]
+        .iter()
+        .map(|&i| {
+            let op = if i % 2 == 0 { Op::Read } else { Op::Write };
+            let cmd = ["git", "make"][i % 2].to_string();
+            (
+                i as u64,
+                Some(i as u32 + 1),
+                cmd,
+                i as u32 % 2,
+                [8, 16, 0, 0, 32, 40][i],
+                op,
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+
+    // The same rows with the strings as views read the same.
+    let mut columns = columns;
+    columns[6].1 = Arc::new(StringViewArray::from(vec!["R", "W", "R", "W", "R", "W"]));
+    let batch = RecordBatch::try_from_iter(columns).unwrap();
+    let file = std::fs::File::create(&pq).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let mut r = TraceReader::open(&pq, &opts).unwrap();
+    let mut ops = Vec::new();
+    while let Some(q) = r.next_request().unwrap() {
+        ops.push(q.op);
+    }
+    assert_eq!(ops, [Op::Read, Op::Write, Op::Read, Op::Write]);
+}
+
+/// The footer carries the schema version, the source format and the device size; a
+/// reader sees them, and a file without them reads as none.
+#[test]
+fn parquet_metadata_round_trips() {
+    use reblock_trace::parquet::{read_meta, Codec, TraceMeta};
+    let dir = tempfile::tempdir().unwrap();
+    let pq = dir.path().join("t.parquet");
+    let meta = TraceMeta {
+        device_sectors: Some(16_777_216),
+        source_format: Some("blkparse".into()),
+        schema_version: None,
+    };
+    let commands = Commands::new();
+    let mut w = ParquetWriter::create_with_meta(&pq, Codec::default(), &meta).unwrap();
+    let r = Request {
+        ts_ns: 1,
+        pid: None,
+        command: 0,
+        device: 0,
+        sector: 8,
+        sectors: 8,
+        op: Op::Read,
+    };
+    w.push(r, &commands).unwrap();
+    w.finish(&commands).unwrap();
+    let want = TraceMeta {
+        schema_version: Some(2),
+        ..meta
+    };
+    assert_eq!(read_meta(&pq).unwrap(), want);
+    let reader = TraceReader::open(&pq, &ReadOptions::default()).unwrap();
+    assert_eq!(reader.parquet_meta(), Some(&want));
 }

@@ -5,12 +5,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use reblock_analyze::units;
-use reblock_analyze::{sidecar, Analysis, Analyzer, Config, Interval};
+use reblock_analyze::{analyze_trace, sidecar, Analysis, Config, Interval};
 use reblock_trace::TraceReader;
 
 use crate::input::{report_bad_lines, TraceInput};
+use crate::progress::Progress;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -22,7 +22,7 @@ pub struct Args {
     /// Also write an HTML report (index.html plus SVG plots) into this directory.
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
-    /// Page size the statistics count in: bytes, or with a K/M suffix (seed 000 uses 4 KiB).
+    /// Page size the statistics count in: bytes, or with a K/M suffix (BORG uses 4 KiB).
     #[arg(long, default_value = "4096", value_parser = units::parse_size_bytes)]
     pub page_size: u64,
     /// Working-set interval: a duration (`1d`, `1h`, `30m`, `10s`), a plain N for every N
@@ -49,17 +49,25 @@ pub fn run(args: Args) -> Result<()> {
             args.page_size
         );
     }
+    let (mut reader, mut progress) = args.input.open_with_progress("analyzing")?;
+    // A Parquet trace may carry the device size in its metadata (docs/parquet.md).
+    let footer_bytes = reader
+        .parquet_meta()
+        .and_then(|m| m.device_sectors)
+        .map(|s| s.saturating_mul(reblock_trace::SECTOR_BYTES));
     let config = Config {
         page_bytes: args.page_size,
         interval: interval(&args.interval, meta.as_ref())?,
         device_bytes: args
             .device_size
-            .or(meta.as_ref().and_then(|m| m.device_bytes)),
+            .or(meta.as_ref().and_then(|m| m.device_bytes))
+            .or(footer_bytes),
         idle_threshold_ns: args.idle_threshold,
         burst_window_ns: args.burst_window,
     };
-    let mut reader = args.input.open()?;
-    let analysis = analyze(&mut reader, config, spinner())?;
+    let mut analysis = analyze(&mut reader, config, &mut progress)?;
+    analysis.record_time_order(reader.time_order(), reader.order_stats());
+    progress.finish();
     report_bad_lines(&reader);
     if analysis.requests == 0 {
         bail!(
@@ -79,45 +87,19 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// Parses `--interval`; `days` takes the sidecar's day starts (the first day's start is
-/// dropped so that requests before it join day 1).
+/// Parses `--interval` (see [`sidecar::interval`]).
 pub fn interval(spec: &str, meta: Option<&sidecar::Sidecar>) -> Result<Interval> {
-    if spec == "days" {
-        let Some(m) = meta.filter(|m| !m.day_starts_ns.is_empty()) else {
-            bail!("--interval days: the trace has no .meta.json with \"DAY N START\" markers");
-        };
-        return Ok(Interval::Starts {
-            starts_ns: m.day_starts_ns[1..].to_vec(),
-        });
-    }
-    units::parse_interval(spec).map_err(|e| anyhow::anyhow!("--interval {e}"))
-}
-
-fn spinner() -> ProgressBar {
-    let pb = ProgressBar::new_spinner();
-    pb.set_style(
-        ProgressStyle::with_template("{spinner} analyzing: {human_pos} requests ({per_sec})")
-            .expect("valid template"),
-    );
-    pb
+    sidecar::interval(spec, meta).map_err(anyhow::Error::msg)
 }
 
 /// Streams every request of `reader` through the analyzer, ticking `progress`.
 pub fn analyze(
     reader: &mut TraceReader,
     config: Config,
-    progress: ProgressBar,
+    progress: &mut Progress,
 ) -> Result<Analysis> {
-    let mut analyzer = Analyzer::new(config);
-    while let Some(req) = reader.next_request()? {
-        analyzer.observe(&req);
-        // Updating the bar costs more than analyzing a request: do it every 64 Ki requests.
-        if analyzer.requests().is_multiple_of(65_536) {
-            progress.set_position(analyzer.requests());
-        }
-    }
-    progress.finish_and_clear();
-    Ok(analyzer.finish())
+    let analysis = analyze_trace(reader, config, |n| progress.set_position(n))?;
+    Ok(analysis)
 }
 
 pub fn write_report(dir: &Path, a: &Analysis, trace: &Path) -> Result<PathBuf> {

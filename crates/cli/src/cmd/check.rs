@@ -51,6 +51,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         if rep.repaired {
             println!("repaired: summaries and superblock rewritten");
         }
+        for r in &rep.recovered {
+            println!("recovered: {r}");
+        }
+        for u in &rep.unrecoverable {
+            println!("not recovered: {u}");
+        }
     }
     if !rep.is_clean() && !rep.repaired {
         anyhow::bail!("{} problem(s) found; run with --repair", rep.problems.len());

@@ -6,12 +6,12 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
-use reblock_trace::format::native::write_line;
-use reblock_trace::parquet::{Codec, ParquetWriter};
+use reblock_trace::format::native::write_line_with_device;
+use reblock_trace::parquet::{Codec, ParquetWriter, TraceMeta};
 use reblock_trace::{Commands, Request, TraceError, TraceReader};
 
-use crate::input::{report_bad_lines, TraceInput};
+use crate::input::{is_stdio, report_bad_lines, TraceInput};
+use crate::progress::Progress;
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutFormat {
@@ -42,7 +42,9 @@ impl OutFormat {
 pub struct Args {
     #[command(flatten)]
     pub input: TraceInput,
-    /// Output file: `.parquet` is written as Parquet, any other name as native text.
+    /// Output file: `.parquet` is written as Parquet, any other name as native text; `-`
+    /// writes to standard output (native text unless --to parquet), and the summary then
+    /// goes to standard error.
     pub out: PathBuf,
     /// Output format, overriding what OUT's extension says.
     #[arg(long, value_enum)]
@@ -81,16 +83,38 @@ impl From<Compression> for Codec {
 
 enum Sink {
     Parquet(Box<ParquetWriter<File>>),
-    Native(BufWriter<File>),
+    Native(BufWriter<Box<dyn Write>>),
+}
+
+/// Standard output as a file of its own (Parquet's writer wants an owned file).
+fn stdout_file() -> Result<File> {
+    use std::os::fd::AsFd;
+    let fd = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .context("standard output")?;
+    Ok(File::from(fd))
 }
 
 impl Sink {
-    fn create(path: &Path, format: OutFormat, codec: Codec) -> Result<Sink> {
+    fn create(path: &Path, format: OutFormat, codec: Codec, meta: &TraceMeta) -> Result<Sink> {
+        let file = || -> Result<File> {
+            if is_stdio(path) {
+                stdout_file()
+            } else {
+                File::create(path).with_context(|| format!("{}", path.display()))
+            }
+        };
         Ok(match format {
-            OutFormat::Parquet => Sink::Parquet(Box::new(ParquetWriter::create_with(path, codec)?)),
+            OutFormat::Parquet => Sink::Parquet(Box::new(ParquetWriter::with_meta(
+                file()?,
+                path,
+                codec,
+                meta,
+            )?)),
             OutFormat::Native => {
-                let file = File::create(path).with_context(|| format!("{}", path.display()))?;
-                Sink::Native(BufWriter::with_capacity(1 << 20, file))
+                let out: Box<dyn Write> = Box::new(file()?);
+                Sink::Native(BufWriter::with_capacity(1 << 20, out))
             }
         })
     }
@@ -98,7 +122,7 @@ impl Sink {
     fn push(&mut self, r: Request, commands: &Commands, path: &Path) -> Result<()> {
         match self {
             Sink::Parquet(w) => w.push(r, commands)?,
-            Sink::Native(w) => write_line(w, &r, commands.name(r.command))
+            Sink::Native(w) => write_line_with_device(w, &r, commands.name(r.command))
                 .with_context(|| format!("{}", path.display()))?,
         }
         Ok(())
@@ -115,18 +139,8 @@ impl Sink {
     }
 }
 
-fn spinner() -> ProgressBar {
-    let bar = ProgressBar::new_spinner();
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} {human_pos} requests converted ({per_sec})")
-            .expect("valid template"),
-    );
-    bar
-}
-
 /// Streams every request of `reader` into `sink`; returns how many.
-fn copy(reader: &mut TraceReader, sink: &mut Sink, out: &Path) -> Result<u64> {
-    let bar = spinner();
+fn copy(reader: &mut TraceReader, sink: &mut Sink, out: &Path, bar: &mut Progress) -> Result<u64> {
     let mut n = 0u64;
     while let Some(r) = reader.next_request()? {
         sink.push(r, reader.commands(), out)?;
@@ -135,7 +149,6 @@ fn copy(reader: &mut TraceReader, sink: &mut Sink, out: &Path) -> Result<u64> {
             bar.set_position(n);
         }
     }
-    bar.finish_and_clear();
     Ok(n)
 }
 
@@ -151,12 +164,14 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     let codec = args.compression.map(Codec::from).unwrap_or_default();
-    let mut reader = args.input.open()?;
-    let mut sink = Sink::create(&args.out, to, codec)?;
-    let result = copy(&mut reader, &mut sink, &args.out).and_then(|n| {
+    let (mut reader, mut progress) = args.input.open_with_progress("converting")?;
+    let meta = trace_meta(&reader)?;
+    let mut sink = Sink::create(&args.out, to, codec, &meta)?;
+    let result = copy(&mut reader, &mut sink, &args.out, &mut progress).and_then(|n| {
         sink.finish(reader.commands(), &args.out)?;
         Ok(n)
     });
+    progress.finish();
     let requests = match result {
         Ok(0) => Err(TraceError::Empty {
             path: reader.path().to_path_buf(),
@@ -165,13 +180,42 @@ pub fn run(args: Args) -> Result<()> {
         other => other,
     }
     .inspect_err(|_| {
-        let _ = std::fs::remove_file(&args.out);
+        if !is_stdio(&args.out) {
+            let _ = std::fs::remove_file(&args.out);
+        }
     })?;
     report_bad_lines(&reader);
     summarize(&args, &reader, requests, to)
 }
 
+/// What the Parquet footer records of the input: its format and the device's size, from
+/// the capture's .meta.json beside the trace, or carried over from a Parquet input.
+fn trace_meta(reader: &TraceReader) -> Result<TraceMeta> {
+    let carried = reader.parquet_meta().cloned().unwrap_or_default();
+    let sidecar = reblock_analyze::sidecar::find(reader.path()).map_err(anyhow::Error::msg)?;
+    let device_sectors = sidecar
+        .and_then(|s| s.device_bytes)
+        .map(|b| b / reblock_trace::SECTOR_BYTES)
+        .or(carried.device_sectors);
+    Ok(TraceMeta {
+        device_sectors,
+        source_format: carried
+            .source_format
+            .or_else(|| Some(reader.format_name().to_string())),
+        schema_version: None,
+    })
+}
+
 fn summarize(args: &Args, reader: &TraceReader, requests: u64, to: OutFormat) -> Result<()> {
+    // With the trace itself on standard output, the summary goes to standard error.
+    let to_stdout = is_stdio(&args.out);
+    let say = |line: String| {
+        if to_stdout {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    };
     if args.json {
         let v = serde_json::json!({
             "requests": requests,
@@ -181,9 +225,9 @@ fn summarize(args: &Args, reader: &TraceReader, requests: u64, to: OutFormat) ->
             "output_format": to.name(),
             "bad_lines": reader.bad_lines().len(),
         });
-        println!("{v}");
+        say(v.to_string());
     } else {
-        println!(
+        say(format!(
             "converted {requests} requests from {} ({}) to {} ({}){}",
             reader.path().display(),
             reader.format_name(),
@@ -193,7 +237,7 @@ fn summarize(args: &Args, reader: &TraceReader, requests: u64, to: OutFormat) ->
                 0 => String::new(),
                 n => format!("; skipped {n} malformed line(s)"),
             }
-        );
+        ));
     }
     Ok(())
 }

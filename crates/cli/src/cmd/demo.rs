@@ -5,7 +5,6 @@ use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
-use indicatif::{ProgressBar, ProgressStyle};
 use reblock_analyze::units::{format_bytes, format_ns};
 use reblock_analyze::{sidecar, Analysis, Config};
 use reblock_trace::{FormatChoice, ReadOptions, TraceReader};
@@ -39,14 +38,10 @@ pub fn run(args: Args) -> Result<()> {
         interval: super::analyze::interval("days", Some(&meta))?,
         ..Config::default()
     };
-    let bar = ProgressBar::new(meta.requests.unwrap_or(0));
-    bar.set_style(
-        ProgressStyle::with_template(
-            "analyzing the bundled trace {bar:40} {human_pos}/{human_len} requests",
-        )
-        .expect("valid template"),
-    );
-    let analysis = super::analyze::analyze(&mut reader, config, bar)?;
+    let mut progress =
+        crate::progress::Progress::new("analyzing the bundled trace", "requests", meta.requests);
+    let analysis = super::analyze::analyze(&mut reader, config, &mut progress)?;
+    progress.finish();
     let index = super::analyze::write_report(&args.out, &analysis, Path::new(TRACE_NAME))?;
     if args.json {
         println!("{}", serde_json::to_string(&analysis)?);
@@ -126,7 +121,7 @@ pub fn summary(a: &Analysis, index: &Path) -> String {
 Access is skewed: the top 20% of pages take {top20} of all page accesses. \
 {seq} of consecutive requests of a process continue where the last one ended, and {pd} of the non-sequential ones repeat an earlier jump (partial determinism).{locality} \
 Arrivals are bursty (index of dispersion {idc} over 1 s windows, {idle} of idle gaps of 100 ms or more). \
-Advice: {strategy}, because {why} (seed 001 Table 4.1; the report lists every attribute). \
+Advice: {strategy}, because {why} (the dissertation's table of layout strategies by workload attributes; the report lists every attribute). \
 The report with the rank-frequency plot, heat map and working-set chart is at {index}.",
         req = a.requests,
         dur = format_ns(a.timing.duration_ns),

@@ -5,14 +5,16 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
-use reblock_eval::config::{parse_fraction, parse_size_bytes};
+use reblock_eval::config::parse_fraction;
 use reblock_eval::{
-    BoptAt, DataArea, EvalConfig, Evaluation, Interval, PolicyResult, Sweep, Training, Trigger,
+    BoptAt, BoptSize, DataArea, EvalConfig, Evaluation, Interval, PolicyResult, Sweep, Training,
+    Trigger,
 };
 
 use super::evaluate_array::{self, ArrayArgs};
 use crate::input::{report_bad_lines, TraceInput};
+use crate::progress::Progress;
+use crate::sizing::{self, DeviceChoice, DEFAULT_DISKS};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -25,37 +27,44 @@ pub struct Args {
     #[arg(long, value_name = "LIST")]
     pub policies: Option<String>,
     /// Device holding both the data and the BOPT: `hdd:barracuda`, `hdd:cheetah15k5`,
-    /// `ssd:k9`, a parameter file, or an array (`raid0:4xhdd:cheetah15k5`).
-    #[arg(long, default_value = "hdd:barracuda", value_name = "SPEC")]
-    pub device: String,
-    /// Where the BOPT sits: start, middle (seed 002 §4: closest on average) or end of the
-    /// data area, or before a given sector (LBA).
-    #[arg(long, default_value = "middle", value_name = "WHERE")]
+    /// `ssd:k9`, a parameter file, or an array (`raid0:4xhdd:cheetah15k5`). [default: sized
+    /// from the data: the data area is the traced device's size from the trace's .meta.json,
+    /// or else the trace's address span, on the smallest of hdd:barracuda, hdd:cheetah15k5
+    /// and hdd:wd2500aaks that holds it and the BOPT; the choice is printed]
+    #[arg(long, value_name = "SPEC")]
+    pub device: Option<String>,
+    /// Where the BOPT sits: auto (at the median address of the requests, where the
+    /// expected seek to it is least), start, middle or end of the data area, or before a
+    /// given sector (LBA).
+    #[arg(long, default_value = "auto", value_name = "WHERE")]
     pub bopt_at: String,
-    /// Size of the BOPT (read cache + write buffer): 64MiB, 1G, ...
-    #[arg(long, default_value = "64MiB", value_name = "SIZE")]
+    /// Size of the BOPT (read cache + write buffer): auto (every page the trace reads more
+    /// than once, plus the write buffer's share, 4 MiB to a tenth of the device), or a
+    /// size: 64MiB, 1G, ...
+    #[arg(long, default_value = "auto", value_name = "SIZE")]
     pub bopt_size: String,
-    /// Share of the BOPT given to the write buffer, 0..1 (seed 000 §6.1.1 uses 0.2).
-    #[arg(long, default_value = "0.2", value_name = "F")]
+    /// Share of the BOPT given to the write buffer, 0..1 (BORG's evaluation gives 0.2 of a
+    /// fixed 64 MiB region; with the region sized from the read working set, 0.1).
+    #[arg(long, default_value = "0.1", value_name = "F")]
     pub write_buffer: String,
     /// Time between reconfigurations: a duration of trace time (1d, 6h, 30m, 90s) or a
-    /// bare count of reconfigurations equally spaced over the trace (seed 000 §6: 4).
+    /// bare count of reconfigurations equally spaced over the trace (BORG's evaluation: 4).
     #[arg(long, default_value = "4", value_name = "I")]
     pub interval: String,
     /// Training data of each plan: cumulative (everything so far) or partial (the last
-    /// interval only), seed 000 §6.1.2.
+    /// interval only), as BORG's evaluation compares them.
     #[arg(long, default_value = "cumulative", value_name = "T")]
     pub training: String,
-    /// Normal phases replay at the trace's pace sped up this much [default: 168, as seed
-    /// 000 §6.1]; reconfiguration copies always replay at 1x. With --array, the testing
+    /// Normal phases replay at the trace's pace sped up this much [default: 168, as BORG's
+    /// evaluation replays a week in an hour]; reconfiguration copies always replay at 1x. With --array, the testing
     /// part replays at this speed-up [default: 1].
     #[arg(long, value_name = "X")]
     pub speed: Option<f64>,
-    /// Sensitivity sweep (seed 000 §6.5), one parameter at a time around the base run:
+    /// Sensitivity sweep (as BORG's sensitivity study), one parameter at a time around the base run:
     /// `bopt-size=32MiB,64MiB;write-buffer=0,0.2,0.5;interval=2,4,8`.
     #[arg(long, value_name = "SPEC")]
     pub sweep: Option<String>,
-    /// The degradation guard (seed 001 §5.2.2), ON by default: every new plan must first
+    /// The degradation guard (the dissertation's future-work proposal), ON by default: every new plan must first
     /// win a trial on requests it was not trained on, and after each epoch the layout is
     /// compared with the plain one on a shadow replay; while the layout is slower, reads
     /// go home (dirty pages excepted) and writes go home too (a stale BOPT copy is
@@ -73,16 +82,17 @@ pub struct Args {
     /// DROP below the phase's first window's).
     #[arg(long, default_value = "interval", value_name = "T")]
     pub trigger: String,
-    /// Size of the data area: device (capacity minus the BOPT) or trace (its address range).
-    #[arg(long, default_value = "device", value_name = "A")]
-    pub data_area: String,
+    /// Size of the data area: device (capacity minus the BOPT), trace (its address range)
+    /// or a size (8G) [default: device with --device, else sized from the data].
+    #[arg(long, value_name = "A")]
+    pub data_area: Option<String>,
     /// Fold addresses past the data area back into it (a trace of a larger disk).
     #[arg(long)]
     pub wrap: bool,
     /// Page size in bytes (a multiple of 512).
     #[arg(long, default_value_t = 4096, value_name = "BYTES")]
     pub page_size: u32,
-    /// Planning threshold: the least edge weight that joins a group (seed 000 §4.3).
+    /// Planning threshold: the least edge weight that joins a group (BORG's planner threshold).
     /// The default 2 keeps transitions seen once out of BORG's groups: on the bundled real
     /// traces they are mostly noise, and with 1 BORG lost to hot-block caching.
     #[arg(long, default_value_t = 2, value_name = "W")]
@@ -93,14 +103,17 @@ pub struct Args {
     /// Print the results as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
-    #[command(flatten, next_help_heading = "Parallel-array evaluation (seed 003)")]
+    #[command(
+        flatten,
+        next_help_heading = "Parallel-array evaluation (the parallel-I/O layout optimizer)"
+    )]
     pub array: ArrayArgs,
 }
 
 /// The BORG-style policies compared when `--policies` is not given.
 const DEFAULT_POLICIES: &str = "vanilla,hot,borg,dlr-seq,dlr-frag";
 
-fn config(args: &Args) -> Result<EvalConfig> {
+fn config(args: &Args, device: &str) -> Result<EvalConfig> {
     if args.page_size == 0 || !args.page_size.is_multiple_of(512) {
         anyhow::bail!(
             "--page-size: {} is not a positive multiple of 512",
@@ -115,9 +128,9 @@ fn config(args: &Args) -> Result<EvalConfig> {
             .split(',')
             .map(|s| s.trim().to_string())
             .collect(),
-        device: args.device.clone(),
+        device: device.to_string(),
         bopt_at: BoptAt::parse(&args.bopt_at)?,
-        bopt_size_bytes: parse_size_bytes("bopt-size", &args.bopt_size)?,
+        bopt_size: BoptSize::parse(&args.bopt_size)?,
         write_buffer_fraction: parse_fraction("write-buffer", &args.write_buffer)?,
         interval: Interval::parse(&args.interval)?,
         training: Training::parse(&args.training)?,
@@ -127,7 +140,7 @@ fn config(args: &Args) -> Result<EvalConfig> {
         guard_epoch_requests: args.guard_epoch,
         page_sectors: args.page_size / 512,
         min_edge_weight: args.min_edge_weight,
-        data_area: DataArea::parse(&args.data_area)?,
+        data_area: DataArea::parse(args.data_area.as_deref().unwrap_or("device"))?,
         wrap: args.wrap,
     })
 }
@@ -136,16 +149,24 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(spec) = &args.array.array {
         return run_array(spec, &args);
     }
-    let cfg = config(&args)?;
+    let mut cfg = config(&args, args.device.as_deref().unwrap_or(DEFAULT_DISKS[0]))?;
     cfg.validate()?;
     let sweep = args.sweep.as_deref().map(Sweep::parse).transpose()?;
-    let mut reader = args.input.open()?;
+    let (mut reader, mut progress) = args.input.open_with_progress("reading")?;
     let mut requests = Vec::new();
     while let Some(r) = reader.next_request()? {
         requests.push(r);
+        if requests.len().is_multiple_of(65_536) {
+            progress.set_position(requests.len() as u64);
+        }
     }
+    progress.finish();
     report_bad_lines(&reader);
     let trace = args.input.trace.display().to_string();
+    let choice = match &args.device {
+        Some(_) => None,
+        None => Some(size_from_data(&args, &mut cfg, &requests)?),
+    };
     let points = 1 + sweep
         .as_ref()
         .map_or(0, |s| s.points.iter().map(|p| p.1.len()).sum());
@@ -153,20 +174,18 @@ pub fn run(args: Args) -> Result<()> {
         Interval::Count { reconfigurations } => 2 * reconfigurations as u64 + 1,
         Interval::Every { .. } => 9,
     };
-    let bar = ProgressBar::new(points as u64 * cfg.policies.len() as u64 * phases);
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} phases  {msg}").expect("valid template"),
-    );
+    let total = points as u64 * cfg.policies.len() as u64 * phases;
+    let mut bar = Progress::new("evaluating", "phases", Some(total));
     let mut progress = |point: &str, policy: &str, phase: &str| {
         if bar.position() + 1 >= bar.length().unwrap_or(0) {
             bar.inc_length(1);
         }
-        bar.inc(1);
         bar.set_message(format!("{point}: {policy} {phase}"));
+        bar.inc(1);
     };
     let eval = reblock_eval::evaluate(&requests, &trace, &cfg, sweep.as_ref(), &mut progress)
         .with_context(|| format!("evaluating {trace}"))?;
-    bar.finish_and_clear();
+    bar.finish();
     if let Some(dir) = &args.report {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let path = dir.join("index.html");
@@ -175,11 +194,41 @@ pub fn run(args: Args) -> Result<()> {
         eprintln!("reblock: report written to {}", path.display());
     }
     if args.json {
-        println!("{}", serde_json::to_string(&eval)?);
+        let mut v = serde_json::to_value(&eval)?;
+        if let (Some(c), Some(obj)) = (&choice, v.as_object_mut()) {
+            obj.insert("device_choice".into(), serde_json::to_value(c)?);
+        }
+        println!("{v}");
     } else {
         print_tables(&eval);
     }
     Ok(())
+}
+
+/// No `--device`: the data area and the disk from the data (see [`crate::sizing`]), unless
+/// `--data-area` names the data area itself.
+fn size_from_data(
+    args: &Args,
+    cfg: &mut EvalConfig,
+    requests: &[reblock_trace::Request],
+) -> Result<DeviceChoice> {
+    // An auto-sized region is bounded by a tenth of the disk, not known yet: size it
+    // from the working set alone to pick a disk that holds both.
+    let bopt_bytes = match cfg.bopt_size {
+        BoptSize::Bytes(b) => b,
+        BoptSize::Auto => reblock_eval::workload::auto_bopt_bytes(requests, cfg, u64::MAX / 1024),
+    };
+    let (bopt_pages, _) = reblock_eval::workload::bopt_pages(bopt_bytes, cfg.page_sectors);
+    let bopt_sectors = bopt_pages * u64::from(cfg.page_sectors);
+    let trace_end = requests.iter().map(|r| r.end_sector()).max().unwrap_or(0);
+    let choice = sizing::choose(&args.input.trace, trace_end, bopt_sectors)?;
+    cfg.device = choice.device.clone();
+    if args.data_area.is_none() {
+        cfg.data_area = DataArea::Sectors(choice.data_sectors);
+        cfg.wrap |= choice.wrapped;
+    }
+    eprintln!("{}", choice.describe());
+    Ok(choice)
 }
 
 /// `--array`: the seed 003 evaluation on the whole trace, read columnar.
@@ -225,13 +274,16 @@ fn print_tables(e: &Evaluation) {
 }
 
 fn print_policies(e: &Evaluation, policies: &std::collections::BTreeMap<String, PolicyResult>) {
+    // The headline is the total (normal phases plus the copies that got there) against
+    // vanilla's total; the normal phases alone follow.
     println!(
-        "{:<9} {:>10} {:>10} {:>10} {:>8} {:>7} {:>10} {:>8} {:>9} {:>8} {:>7}",
+        "{:<9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>7} {:>10} {:>8} {:>9} {:>8} {:>7}",
         "policy",
+        "total/van",
         "busy s",
         "normal s",
         "reconf s",
-        "vs van",
+        "normal/van",
         "hit",
         "moved MiB",
         "non-seq",
@@ -242,8 +294,9 @@ fn print_policies(e: &Evaluation, policies: &std::collections::BTreeMap<String, 
     for p in &e.policy_order {
         let Some(r) = policies.get(p) else { continue };
         println!(
-            "{:<9} {:>10.3} {:>10.3} {:>10.3} {:>8} {:>6.1}% {:>10.1} {:>7.1}% {:>9.0} {:>8.3} {:>7}",
+            "{:<9} {:>9} {:>10.3} {:>10.3} {:>10.3} {:>10} {:>6.1}% {:>10.1} {:>7.1}% {:>9.0} {:>8.3} {:>7}",
             p,
+            r.busy_vs_vanilla.map_or("-".into(), |v| format!("{v:.3}")),
             r.busy_time_s,
             r.normal_busy_time_s,
             r.reconfig_busy_time_s,

@@ -16,10 +16,10 @@ use reblock_trace::Trace;
 /// The flags of the array evaluation; `--array` switches `evaluate` to it.
 #[derive(clap::Args, Debug, Default)]
 pub struct ArrayArgs {
-    /// Evaluate the parallel-array layout optimizer (seed 003) on an array with an
+    /// Evaluate the parallel-array layout optimizer (dynamic data layout for parallel I/O) on an array with an
     /// explicit block-to-disk placement instead of BORG-style policies: `ssd:14` (the
-    /// Samsung K9XXG08UXM SSD of seed 003), `hdd:100` (Cheetah 15K.5, write cache off so
-    /// writes show their media latency as in seed 003), or `NxDEVICE` (`8xhdd:barracuda`,
+    /// Samsung K9XXG08UXM SSD of that paper), `hdd:100` (Cheetah 15K.5, write cache off so
+    /// writes show their media latency as in that paper), or `NxDEVICE` (`8xhdd:barracuda`,
     /// `100xhdd:cheetah15k5` for write-back). Policies are then static, parallel and
     /// parallel-hdd.
     #[arg(
@@ -41,10 +41,10 @@ pub struct ArrayArgs {
         requires = "array"
     )]
     pub initial: String,
-    /// Share of the trace that trains the optimizer; the rest is replayed (seed 003 §V).
+    /// Share of the trace that trains the optimizer; the rest is replayed (as the paper's evaluation).
     #[arg(long, default_value_t = 0.5, value_name = "F", requires = "array")]
     pub train_fraction: f64,
-    /// Minimum supports of the mined pairs, one run per value (seed 003 Tables II, III).
+    /// Minimum supports of the mined pairs, one run per value (the paper studies cost against support).
     #[arg(
         long,
         default_value = "1,5,10",
@@ -52,20 +52,24 @@ pub struct ArrayArgs {
         requires = "array"
     )]
     pub support: String,
-    /// Sessions (seed 003 §IV-A): `request` (the blocks of one request) or a time window
+    /// Sessions (requests mined together for correlated pairs): `request` (the blocks of one request) or a time window
     /// of arrivals handled together (`100us`, `1ms`).
     #[arg(long, default_value = "100us", value_name = "S", requires = "array")]
     pub session: String,
-    /// Which requests the miner watches: reads, writes or both (seed 003 §V-B1).
+    /// Which requests the miner watches: reads, writes or both.
     #[arg(long, default_value = "both", value_name = "OPS", requires = "array")]
     pub mine: String,
-    /// Block size: the unit placed on a disk (seed 003 used 512 B blocks).
+    /// Block size: the unit placed on a disk (the paper used 512 B blocks).
     #[arg(long, default_value = "512", value_name = "SIZE", requires = "array")]
     pub block_size: String,
-    /// Largest group of sequential blocks the HDD optimization (parallel-hdd, seed 003
-    /// §IV-E) places as one vertex.
+    /// Largest group of sequential blocks the HDD optimization (parallel-hdd: sequential
+    /// blocks grouped for disks) places as one vertex.
     #[arg(long, default_value = "64KiB", value_name = "SIZE", requires = "array")]
     pub max_group: String,
+    /// Capacity W of a disk in the optimizer's colouring (Algorithm 1's bin size): no
+    /// disk is given more blocks than this (`64MiB`, `1GiB`); default: a member's size.
+    #[arg(long, value_name = "SIZE", requires = "array")]
+    pub capacity: Option<String>,
     /// Seed of the initial placement's random draws.
     #[arg(long, default_value_t = 3, value_name = "N", requires = "array")]
     pub seed: u64,
@@ -101,7 +105,7 @@ fn parse_supports(s: &str) -> Result<Vec<u32>> {
         .collect()
 }
 
-fn parse_session(s: &str) -> Result<SessionMode> {
+pub(crate) fn parse_session(s: &str) -> Result<SessionMode> {
     if s == "request" {
         return Ok(SessionMode::Request);
     }
@@ -110,22 +114,27 @@ fn parse_session(s: &str) -> Result<SessionMode> {
         .map_err(|e| anyhow::anyhow!("--session: {e}; or `request`"))
 }
 
-fn parse_ops(s: &str) -> Result<OpFilter> {
-    Ok(match s {
-        "reads" | "read" => OpFilter::Reads,
-        "writes" | "write" => OpFilter::Writes,
-        "both" => OpFilter::Both,
-        _ => bail!("--mine `{s}`: expected reads, writes or both"),
-    })
+pub(crate) fn parse_ops(s: &str) -> Result<OpFilter> {
+    OpFilter::parse(s).with_context(|| format!("--mine `{s}`: expected reads, writes or both"))
 }
 
 /// Bytes to whole 512-byte sectors, refusing sizes that are not a multiple.
-fn sectors_of(flag: &str, s: &str) -> Result<u64> {
+pub(crate) fn sectors_of(flag: &str, s: &str) -> Result<u64> {
     let bytes = parse_size_bytes(flag, s)?;
     if !bytes.is_multiple_of(512) {
         bail!("--{flag} `{s}`: must be a multiple of 512 bytes");
     }
     Ok(bytes / 512)
+}
+
+/// `--capacity`: a size of at least one block.
+fn capacity_bytes(s: &str, block_size: &str) -> Result<u64> {
+    let bytes = parse_size_bytes("capacity", s)?;
+    let block = sectors_of("block-size", block_size)? * 512;
+    if bytes < block {
+        bail!("--capacity `{s}`: must hold at least one block ({block} bytes)");
+    }
+    Ok(bytes)
 }
 
 /// The evaluation's configuration from the flags (`policies`: `--policies` if given).
@@ -156,6 +165,11 @@ pub fn config(
         max_group_sectors: sectors_of("max-group", &a.max_group)?,
         seed: a.seed,
         speed,
+        capacity_bytes: a
+            .capacity
+            .as_deref()
+            .map(|c| capacity_bytes(c, a.block_size.as_str()))
+            .transpose()?,
         ..ArrayEvalConfig::default()
     })
 }

@@ -15,8 +15,8 @@ use crate::input::{report_bad_lines, TraceInput};
 pub struct Args {
     #[command(flatten)]
     pub input: TraceInput,
-    /// Layout policy: borg (correlated ranges, seed 000 §4.3), hot (most accessed pages
-    /// first), dlr-seq (middle-out, seed 002), dlr-frag (reorders the data area's own
+    /// Layout policy: borg (BORG's greedy placement of correlated ranges), hot (most accessed pages
+    /// first), dlr-seq (the self-optimizing file system's middle-out placement), dlr-frag (reorders the data area's own
     /// pages: --out writes that placement, which `reconfigure` cannot apply), vanilla
     /// (nothing moves).
     #[arg(long, default_value = "borg", value_name = "P")]
@@ -25,22 +25,22 @@ pub struct Args {
     /// the write buffer, bounds how many pages are placed.
     #[arg(long, default_value = "64MiB", value_name = "SIZE")]
     pub bopt_size: String,
-    /// Share of the BOPT given to the write buffer (0..1; seed 000 §6.5 studies it).
+    /// Share of the BOPT given to the write buffer (0..1; BORG's sensitivity study varies it).
     #[arg(long, default_value = "0.2", value_name = "F")]
     pub write_buffer: String,
     /// Page size in bytes (a multiple of 512): the unit plans place.
     #[arg(long, default_value_t = 4096, value_name = "BYTES")]
     pub page_size: u32,
-    /// A vertex joins a group only through an edge of at least this weight (seed 000
-    /// §4.3's threshold); 0 places even isolated ranges. The default 2 leaves out
+    /// A vertex joins a group only through an edge of at least this weight (BORG's
+    /// planner threshold); 0 places even isolated ranges. The default 2 leaves out
     /// transitions seen only once, which on real traces are mostly noise.
     #[arg(long, default_value_t = 2, value_name = "W")]
     pub min_edge_weight: u64,
     /// dlr-seq / dlr-frag: score a candidate against only the K placed vertices nearest
-    /// each end of the group (seed 002 §4's k-window refinement); 0 = the whole group.
+    /// each end of the group (the self-optimizing file system's k-window refinement); 0 = the whole group.
     #[arg(long, default_value_t = 0, value_name = "K")]
     pub k_window: usize,
-    /// Write the plan here (plan.json schema, docs/layout.md §5). For dlr-frag, the
+    /// Write the plan here (plan.json schema: docs/layout.md). For dlr-frag, the
     /// data-area placement itself (`"space": "data-area"`, the same ranges of FS page,
     /// pages and target page).
     #[arg(long, value_name = "FILE")]

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The plan (docs/layout.md §5), e.g. from `reblock plan`.
+    /// The plan (docs/layout.md describes plan.json), e.g. from `reblock plan`.
     #[arg(long)]
     pub plan: PathBuf,
     /// The server's control socket.

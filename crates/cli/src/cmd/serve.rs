@@ -8,10 +8,10 @@ use reblock_engine::control::ControlServer;
 use reblock_engine::image::{open_image, ImageOptions};
 use reblock_engine::recorder::Recorder;
 use reblock_engine::replan::{Every, ReplanOptions, Replanner, RequestWindow};
-use reblock_engine::{Engine, EngineOptions};
-use reblock_nbd::{ExportSet, Listen, Server, ServerConfig};
+use reblock_engine::{Engine, EngineOptions, Layout, LayoutRequest, Store};
+use reblock_nbd::{Bound, ExportSet, Listen, Server, ServerConfig, TlsPolicy};
 use serde::Deserialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,9 +49,31 @@ pub struct Args {
     /// Listen on this Unix socket.
     #[arg(long, conflicts_with = "tcp")]
     pub unix: Option<PathBuf>,
-    /// Listen on TCP: PORT (127.0.0.1) or ADDR:PORT.
+    /// Listen on TCP: PORT (127.0.0.1) or ADDR:PORT. An address beyond loopback (0.0.0.0,
+    /// a LAN address) without --tls lets anyone who can reach it read and write the image
+    /// in clear text: reblock warns.
     #[arg(long)]
     pub tcp: Option<String>,
+    /// Mode of the --unix socket file, whatever the umask: 0600 (only this user) or 0660
+    /// (this user's group too) [default: 0600]. The control socket is always 0600.
+    #[arg(long, value_name = "MODE", value_parser = parse_socket_mode)]
+    pub socket_mode: Option<u32>,
+    /// Connections served at once; more are closed at once with a log line [default: 64].
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// TLS: off (STARTTLS refused), on (offered; plain text allowed too) or require
+    /// (every client must start TLS) [default: off, or require when --tls-cert is given].
+    /// Clients: qemu-img/qemu-io with `--object tls-creds-x509,id=tls0,dir=DIR,endpoint=client`
+    /// and `--image-opts driver=nbd,...,tls-creds=tls0` (DIR holds the CA as ca-cert.pem);
+    /// nbdinfo with `nbds://HOST:PORT/NAME?tls-certificates=DIR`.
+    #[arg(long, value_name = "MODE")]
+    pub tls: Option<TlsMode>,
+    /// The server's certificate chain, PEM (what qemu calls server-cert.pem).
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert, PEM (PKCS#8, PKCS#1 or SEC1; server-key.pem).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Export name [default: the image's file name]; clients asking for "" get it too.
     #[arg(long)]
     pub name: Option<String>,
@@ -74,7 +96,7 @@ pub struct Args {
     /// than this goes straight home instead of into the write buffer. The write buffer
     /// turns scattered small writes into sequential ones; a large write is sequential
     /// already and absorbing it only costs a destage copy later. `0` absorbs every
-    /// write that fits, as seed 001 Algorithm 5 is written [default: 256K].
+    /// write that fits, as the dissertation's indirection algorithm is written [default: 256K].
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub sequential_cutoff: Option<u64>,
     /// Re-plan online with this policy (vanilla, hot, borg, dlr-seq): the served requests
@@ -101,6 +123,29 @@ pub struct Args {
     pub config: Option<PathBuf>,
 }
 
+/// When `serve` offers or demands TLS.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TlsMode {
+    Off,
+    On,
+    Require,
+}
+
+/// Parses an octal socket mode; bits for other users are refused (they would let every
+/// account on the machine read and write the device).
+fn parse_socket_mode(s: &str) -> Result<u32, String> {
+    let m = u32::from_str_radix(s.trim_start_matches("0o"), 8)
+        .map_err(|_| format!("{s:?} is not an octal mode (e.g. 0600, 0660)"))?;
+    if m & !0o770 != 0 || m & 0o600 != 0o600 {
+        return Err(format!(
+            "{s:?}: a socket mode must give its owner read and write and give others \
+             nothing (0600 or 0660)"
+        ));
+    }
+    Ok(m)
+}
+
 /// The TOML configuration: the same knobs as the flags.
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
@@ -124,6 +169,11 @@ struct FileConfig {
     replan_on_idle: Option<f64>,
     replan_on_hit_rate_drop: Option<f64>,
     replan_window: Option<usize>,
+    socket_mode: Option<String>,
+    max_connections: Option<usize>,
+    tls: Option<TlsMode>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
 }
 
 /// Parses `4096`, `64K`, `64M`, `1G`, `2T` (binary units; `KiB`/`MB` spellings too).
@@ -191,6 +241,19 @@ fn merge(mut a: Args) -> anyhow::Result<Args> {
     a.replan_on_idle = a.replan_on_idle.or(c.replan_on_idle);
     a.replan_on_hit_rate_drop = a.replan_on_hit_rate_drop.or(c.replan_on_hit_rate_drop);
     a.replan_window = a.replan_window.or(c.replan_window);
+    if a.socket_mode.is_none() {
+        a.socket_mode = c
+            .socket_mode
+            .map(|m| parse_socket_mode(&m))
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("{}: key socket_mode: {e}", path.display()))?;
+    }
+    a.max_connections = a.max_connections.or(c.max_connections);
+    a.tls = a.tls.or(c.tls);
+    if a.tls_cert.is_none() && a.tls_key.is_none() {
+        a.tls_cert = c.tls_cert;
+        a.tls_key = c.tls_key;
+    }
     Ok(a)
 }
 
@@ -220,35 +283,245 @@ pub fn default_control(a: &Args) -> PathBuf {
     PathBuf::from(s)
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    let a = merge(args)?;
-    let listen = listen_of(&a)?;
+/// Everything `serve` needs that can be checked before the image is touched.
+struct Checked {
+    listen: Listen,
+    write_buffer: f64,
+    page_bytes: u32,
+    control: PathBuf,
+    tls: TlsPolicy,
+    replan: Option<ReplanOptions>,
+}
+
+fn check_args(a: &Args) -> anyhow::Result<Checked> {
+    let listen = listen_of(a)?;
     let write_buffer = a.write_buffer.unwrap_or(0.2);
     if !(0.0..=1.0).contains(&write_buffer) {
         bail!("--write-buffer {write_buffer}: must be within [0, 1]");
     }
     let page_bytes = u32::try_from(a.page_size.unwrap_or(4096)).context("--page-size")?;
+    if a.max_connections == Some(0) {
+        bail!("--max-connections 0: must be at least 1");
+    }
+    if a.read_only && a.create.is_some() && !a.image.exists() {
+        bail!(
+            "{}: does not exist, and --read-only cannot create it (drop --read-only to create \
+             it with --create, then serve it read-only)",
+            a.image.display()
+        );
+    }
+    let control = a.control.clone().unwrap_or_else(|| default_control(a));
+    check_control_path(&control)?;
+    let tls = tls_policy(a)?;
+    warn_if_exposed(&listen, &tls);
+    let replan = replan_options(a)?;
+    Ok(Checked {
+        listen,
+        write_buffer,
+        page_bytes,
+        control,
+        tls,
+        replan,
+    })
+}
+
+/// The control socket must be creatable and not be another server's.
+fn check_control_path(p: &Path) -> anyhow::Result<()> {
+    if std::os::unix::net::UnixStream::connect(p).is_ok() {
+        bail!("control socket {}: in use by a running server", p.display());
+    }
+    match p.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() && !dir.is_dir() => bail!(
+            "control socket {}: directory {} does not exist",
+            p.display(),
+            dir.display()
+        ),
+        _ => Ok(()),
+    }
+}
+
+fn tls_policy(a: &Args) -> anyhow::Result<TlsPolicy> {
+    let given = a.tls_cert.is_some() || a.tls_key.is_some();
+    let mode = a.tls.unwrap_or(if given {
+        TlsMode::Require
+    } else {
+        TlsMode::Off
+    });
+    let config = match (&a.tls_cert, &a.tls_key) {
+        (Some(c), Some(k)) => Some(reblock_nbd::tls_server_config(c, k)?),
+        (None, None) => None,
+        _ => bail!("TLS needs both --tls-cert PEM and --tls-key PEM"),
+    };
+    Ok(match (mode, config) {
+        (TlsMode::Off, None) => TlsPolicy::Off,
+        (TlsMode::Off, Some(_)) => {
+            bail!(
+                "--tls off with --tls-cert: say --tls on or --tls require, or drop the certificate"
+            )
+        }
+        (TlsMode::On, Some(c)) => TlsPolicy::On(c),
+        (TlsMode::Require, Some(c)) => TlsPolicy::Require(c),
+        (m, None) => bail!(
+            "--tls {}: needs --tls-cert PEM and --tls-key PEM",
+            if m == TlsMode::On { "on" } else { "require" }
+        ),
+    })
+}
+
+/// Says so when the image is reachable beyond this machine without TLS.
+fn warn_if_exposed(listen: &Listen, tls: &TlsPolicy) {
+    let Listen::Tcp(addr) = listen else { return };
+    if addr.ip().is_loopback() || tls.required() {
+        return;
+    }
+    let how = match tls {
+        TlsPolicy::Off => "without TLS",
+        _ => "with TLS optional (--tls on)",
+    };
+    eprintln!(
+        "reblock: warning: listening on {addr} {how}: anyone who can reach this address can \
+         read and write the image in clear text. Use --tls require with --tls-cert/--tls-key, \
+         or listen on 127.0.0.1"
+    );
+}
+
+/// `--create SIZE` on an existing plain image that holds another size is an error (the
+/// image is never resized behind the operator's back). Formatted images are checked by
+/// [`check_existing_layout`].
+fn check_create_size(a: &Args) -> anyhow::Result<()> {
+    let Some(want) = a.create else { return Ok(()) };
+    let Ok(meta) = std::fs::metadata(&a.image) else {
+        return Ok(());
+    };
+    if !meta.is_file() {
+        bail!(
+            "--create {}: {} exists and is not a regular file",
+            size_words(want),
+            a.image.display()
+        );
+    }
+    if meta.len() != 0 && meta.len() != want && !formatted_file(&a.image) {
+        bail!(
+            "--create {}: {} exists with another size, {} (drop --create to serve it as it is)",
+            size_words(want),
+            a.image.display(),
+            size_words(meta.len())
+        );
+    }
+    Ok(())
+}
+
+/// True when the file ends with a reblock superblock (its length then includes the BOPT).
+fn formatted_file(p: &Path) -> bool {
+    let Ok(f) = std::fs::File::open(p) else {
+        return false;
+    };
+    let store = reblock_engine::FileStore::new(f, None);
+    reblock_engine::meta::read_superblock(&store).is_ok()
+}
+
+/// Formatting options given for an image formatted already must match its layout: a BOPT
+/// is never reformatted silently, and a silently ignored option misleads.
+fn check_existing_layout(a: &Args, c: &Checked, store: &dyn Store) -> anyhow::Result<()> {
+    let found = reblock_engine::meta::read_superblock(store)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", a.image.display()))?;
+    let l = found.sb.layout;
+    let name = a.image.display();
+    if let Some(want) = a.create.filter(|w| *w != l.data_bytes) {
+        bail!(
+            "--create {}: {name} exists with a data area of {} (drop --create to serve it as it is)",
+            size_words(want),
+            size_words(l.data_bytes)
+        );
+    }
+    if a.page_size.is_some() && c.page_bytes != l.page_bytes {
+        bail!(
+            "--page-size {}: {name} was formatted with pages of {} bytes",
+            c.page_bytes,
+            l.page_bytes
+        );
+    }
+    if let Some(n) = a.segment_pages.filter(|n| *n != l.segment_pages) {
+        bail!(
+            "--segment-pages {n}: {name} was formatted with {} pages per segment",
+            l.segment_pages
+        );
+    }
+    let Some(bopt_bytes) = a.bopt_size else {
+        return Ok(());
+    };
+    let fraction = a
+        .write_buffer
+        .unwrap_or(f64::from(l.write_buffer_pages) / f64::from(l.bopt_pages.max(1)));
+    let asked = Layout::plan(&LayoutRequest {
+        data_bytes: l.data_bytes,
+        bopt_bytes,
+        page_bytes: l.page_bytes,
+        segment_pages: l.segment_pages,
+        write_buffer_fraction: fraction,
+        separate: l.separate,
+    });
+    let region = l.device_bytes - l.bopt_offset_bytes;
+    match asked {
+        Ok(p) if p.bopt_pages == l.bopt_pages && p.write_buffer_pages == l.write_buffer_pages => {
+            Ok(())
+        }
+        Ok(p) if p.bopt_pages == l.bopt_pages => bail!(
+            "--write-buffer {fraction}: {name}'s write buffer has {} of its {} BOPT pages \
+             ({} asked); a formatted BOPT is not resized",
+            l.write_buffer_pages,
+            l.bopt_pages,
+            p.write_buffer_pages
+        ),
+        _ => bail!(
+            "--bopt-size {}: {name} has a BOPT of {} ({} pages); a formatted BOPT is not \
+             resized (drop --bopt-size to serve it as it is)",
+            size_words(bopt_bytes),
+            size_words(region),
+            l.bopt_pages
+        ),
+    }
+}
+
+/// `8 GiB (8589934592 bytes)`, or just the bytes when not a whole binary unit.
+fn size_words(b: u64) -> String {
+    for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if b >= 1 << shift && b.is_multiple_of(1 << shift) {
+            return format!("{} {unit} ({b} bytes)", b >> shift);
+        }
+    }
+    format!("{b} bytes")
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let a = merge(args)?;
+    let checked = check_args(&a)?;
+    check_create_size(&a)?;
+    // Listen before the image is touched: a server that cannot listen leaves it as it was.
+    let bound = Bound::bind(&checked.listen, a.socket_mode.unwrap_or(0o600))
+        .with_context(|| format!("listen on {}", checked.listen.uri("")))?;
     let opened = open_image(&ImageOptions {
         image: a.image.clone(),
         bopt_device: a.bopt_device.clone(),
         read_only: a.read_only,
         bopt_bytes: a.bopt_size,
-        page_bytes,
+        page_bytes: checked.page_bytes,
         segment_pages: a.segment_pages.unwrap_or(256),
-        write_buffer_fraction: write_buffer,
+        write_buffer_fraction: checked.write_buffer,
         format: a.format,
         create_bytes: a.create,
     })
     .map_err(anyhow::Error::msg)?;
-    if let Some(l) = &opened.formatted {
-        eprintln!(
+    match &opened.formatted {
+        Some(l) => eprintln!(
             "reblock: formatted {}: data {} bytes, BOPT {} pages ({} read cache, {} write buffer)",
             a.image.display(),
             l.data_bytes,
             l.bopt_pages,
             l.read_cache_pages,
             l.write_buffer_pages
-        );
+        ),
+        None => check_existing_layout(&a, &checked, opened.store.as_ref())?,
     }
     let cutoff = a.sequential_cutoff.unwrap_or(256 << 10);
     let opts = EngineOptions {
@@ -264,11 +537,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             report.rebuild.entries
         );
     }
+    for w in report.warnings() {
+        eprintln!("reblock: ERROR: {w}");
+    }
     let engine = Arc::new(engine);
-    serve_engine(&a, listen, engine)
+    serve_engine(&a, checked, bound, engine)
 }
 
-fn serve_engine(a: &Args, listen: Listen, engine: Arc<Engine>) -> anyhow::Result<()> {
+fn serve_engine(a: &Args, c: Checked, bound: Bound, engine: Arc<Engine>) -> anyhow::Result<()> {
     let recorder = match &a.record {
         Some(p) => Some(Arc::new(
             Recorder::create(p).with_context(|| format!("--record {}", p.display()))?,
@@ -285,8 +561,8 @@ fn serve_engine(a: &Args, listen: Listen, engine: Arc<Engine>) -> anyhow::Result
     let recorder_obs = recorder
         .clone()
         .map(|r| r as Arc<dyn reblock_nbd::RequestObserver>);
-    let replan = replan_options(a)?;
-    let window = replan
+    let window = c
+        .replan
         .as_ref()
         .map(|o| Arc::new(RequestWindow::new(o.window_requests, recorder_obs.clone())));
     let config = ServerConfig {
@@ -294,12 +570,15 @@ fn serve_engine(a: &Args, listen: Listen, engine: Arc<Engine>) -> anyhow::Result
             Some(w) => Some(w.clone() as Arc<dyn reblock_nbd::RequestObserver>),
             None => recorder_obs,
         },
+        max_connections: a
+            .max_connections
+            .unwrap_or(reblock_nbd::server::DEFAULT_MAX_CONNECTIONS),
+        tls: c.tls.clone(),
         ..ServerConfig::default()
     };
-    let server = Server::bind(&listen, exports, config)
-        .with_context(|| format!("listen on {}", listen.uri(&name)))?
-        .start()?;
-    let control_path = a.control.clone().unwrap_or_else(|| default_control(a));
+    let endpoint = bound.endpoint().clone();
+    let server = Server::on(bound, exports, config)?.start()?;
+    let control_path = c.control.clone();
     let control = ControlServer::start(&control_path, engine.clone())
         .with_context(|| format!("control socket {}", control_path.display()))?;
     let rate = a.rate_mib_s.unwrap_or(64) << 20;
@@ -310,22 +589,29 @@ fn serve_engine(a: &Args, listen: Listen, engine: Arc<Engine>) -> anyhow::Result
             ..Default::default()
         },
     );
-    let replanner = match (replan, &window) {
+    let replanner = match (c.replan, &window) {
         (Some(o), Some(w)) => Some(
             Replanner::start(engine.clone(), w.clone(), o)
                 .map_err(|e| anyhow::anyhow!("--replan-policy: {e}"))?,
         ),
         _ => None,
     };
-    eprintln!(
-        "reblock: serving {} at {} (control {})",
-        a.image.display(),
-        listen.uri(&name),
-        control_path.display()
-    );
+    // Signals are caught before the "serving" line: a script that stops the server as
+    // soon as it reads the line gets a clean stop.
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
+    eprintln!(
+        "reblock: serving {} at {}{} (control {})",
+        a.image.display(),
+        endpoint.uri(&name),
+        match c.tls {
+            TlsPolicy::Off => "",
+            TlsPolicy::On(_) => " (TLS offered)",
+            TlsPolicy::Require(_) => " (TLS required)",
+        },
+        control_path.display()
+    );
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
         if let Some(r) = &recorder {

@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use reblock_sim::{
     Completion, Config, Observer, Pacing, PerRequestWriter, Replay, Report, SchedulerKind,
     SimError, Summary, TraceSource, Window,
@@ -22,8 +21,8 @@ pub struct Args {
     /// `raid1:2xssd:k9`, `raid5:5xhdd:cheetah15k5`). A wrong name lists the known ones.
     #[arg(long, value_name = "SPEC")]
     pub device: String,
-    /// Open loop: requests arrive at the trace's timestamps divided by X (seed 000 replays
-    /// a week in an hour at 168); 1 is real time. The default when --queue-depth is absent.
+    /// Open loop: requests arrive at the trace's timestamps divided by X (BORG's evaluation
+    /// replays a week in an hour at 168); 1 is real time. The default when --queue-depth is absent.
     #[arg(long, value_name = "X", conflicts_with = "queue_depth")]
     pub speed: Option<f64>,
     /// Closed loop: keep N requests outstanding whatever the timestamps (a benchmark's
@@ -84,16 +83,21 @@ pub fn run(args: Args) -> Result<()> {
         wrap: args.wrap,
     };
     let replay = Replay::new(built.array, built.members, config)?;
-    let mut source = TraceSource::new(args.input.open()?);
+    let (reader, bar) = args.input.open_with_progress("simulating")?;
+    let mut source = TraceSource::new(reader);
     let per_request = match &args.per_request {
         Some(path) => Some(PerRequestWriter::create(path)?),
         None => None,
     };
-    let mut observer = Progress::new(per_request);
+    let mut observer = Completions {
+        bar,
+        per_request,
+        done: 0,
+    };
     let report = replay
         .run(&mut source, &mut observer)
         .with_context(|| format!("simulating {}", args.input.trace.display()))?;
-    observer.bar.finish_and_clear();
+    observer.bar.finish();
     if let Some(out) = observer.per_request {
         out.finish()?;
     }
@@ -129,32 +133,18 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// Ticks a spinner (drawn only on a terminal) and feeds the per-request file.
-struct Progress {
-    bar: ProgressBar,
+/// Ticks the progress (a bar on a terminal, plain lines elsewhere) and feeds the
+/// per-request file.
+struct Completions {
+    bar: crate::progress::Progress,
     per_request: Option<PerRequestWriter>,
     done: u64,
 }
 
-/// Completions between spinner updates: the replay runs at millions per second.
+/// Completions between progress updates: the replay runs at millions per second.
 const TICK: u64 = 1 << 14;
 
-impl Progress {
-    fn new(per_request: Option<PerRequestWriter>) -> Progress {
-        let bar = ProgressBar::new_spinner();
-        bar.set_style(
-            ProgressStyle::with_template("{spinner} simulating: {human_pos} requests ({per_sec})")
-                .expect("valid template"),
-        );
-        Progress {
-            bar,
-            per_request,
-            done: 0,
-        }
-    }
-}
-
-impl Observer for Progress {
+impl Observer for Completions {
     fn on_completion(&mut self, c: &Completion) -> Result<(), SimError> {
         self.done += 1;
         if self.done.is_multiple_of(TICK) {

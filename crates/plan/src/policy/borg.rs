@@ -18,7 +18,12 @@ impl Policy for Borg {
         "borg"
     }
     fn about(&self) -> &'static str {
-        "BORG greedy placement of correlated ranges into the read cache (seed 000 §4.3)"
+        "BORG greedy placement of correlated ranges into the read cache"
+    }
+    fn capabilities(&self) -> super::Capabilities {
+        super::Capabilities {
+            places: Some(crate::placement::TargetSpace::ReadCache),
+        }
     }
     fn plan(&self, graph: &MasterGraph, params: &PlanParams) -> Placement {
         let limits = GroupLimits {

@@ -18,7 +18,12 @@ impl Policy for DlrFrag {
         "dlr-frag"
     }
     fn about(&self) -> &'static str {
-        "dlr-seq's order laid into the pages the workload already uses (seed 002 §6.1)"
+        "dlr-seq's order laid into the pages the workload already uses (the self-optimizing file system's fragmented layout)"
+    }
+    fn capabilities(&self) -> super::Capabilities {
+        super::Capabilities {
+            places: Some(crate::placement::TargetSpace::DataArea),
+        }
     }
     fn plan(&self, graph: &MasterGraph, params: &PlanParams) -> Placement {
         let (order, _) = middle_out(graph, params, u64::MAX);

@@ -22,7 +22,12 @@ impl Policy for DlrSeq {
         "dlr-seq"
     }
     fn about(&self) -> &'static str {
-        "greedy layout from the middle of a contiguous region outwards (seed 002 Figure 6)"
+        "greedy layout from the middle of a contiguous region outwards (the self-optimizing file system's placement)"
+    }
+    fn capabilities(&self) -> super::Capabilities {
+        super::Capabilities {
+            places: Some(crate::placement::TargetSpace::ReadCache),
+        }
     }
     fn plan(&self, graph: &MasterGraph, params: &PlanParams) -> Placement {
         let capacity = params.read_cache_pages.unwrap_or(u64::MAX);

@@ -27,7 +27,12 @@ impl Policy for Hot {
         "hot"
     }
     fn about(&self) -> &'static str {
-        "most frequently accessed pages first, ignoring order (seed 001 §3.6.6)"
+        "most frequently accessed pages first, ignoring order (the dissertation's hot-block caching baseline)"
+    }
+    fn capabilities(&self) -> super::Capabilities {
+        super::Capabilities {
+            places: Some(crate::placement::TargetSpace::ReadCache),
+        }
     }
     fn plan(&self, graph: &MasterGraph, params: &PlanParams) -> Placement {
         let mut runs = page_runs(graph, params.page_sectors());

@@ -15,7 +15,24 @@ pub use hot::Hot;
 pub use vanilla::Vanilla;
 
 use crate::master::{MasterGraph, VertexId};
-use crate::placement::{PageClaims, Placement, PlanParams};
+use crate::placement::{PageClaims, Placement, PlanParams, TargetSpace};
+
+/// What a policy's placements ask of whoever applies them. The CLI, `evaluate` and the
+/// engine consult this registry entry instead of telling policies apart by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Where the policy puts pages: into the BOPT's read cache (a second copy), into the
+    /// data area itself (a permutation, no second copy), or nowhere (`None`).
+    pub places: Option<TargetSpace>,
+}
+
+impl Capabilities {
+    /// Whether the online engine can apply its plans (it re-plans the read cache only;
+    /// a policy that places nothing runs anywhere).
+    pub fn online(&self) -> bool {
+        self.places != Some(TargetSpace::DataArea)
+    }
+}
 
 /// A layout policy: decides, never moves data.
 pub trait Policy: Sync {
@@ -24,6 +41,8 @@ pub trait Policy: Sync {
     /// One line for `--help` and reports: what it does and which seed it follows.
     fn about(&self) -> &'static str;
     fn plan(&self, graph: &MasterGraph, params: &PlanParams) -> Placement;
+    /// What its placements need (see [`Capabilities`]).
+    fn capabilities(&self) -> Capabilities;
 }
 
 /// Every policy, in the order reports list them.

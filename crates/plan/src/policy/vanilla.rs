@@ -13,6 +13,9 @@ impl Policy for Vanilla {
     fn about(&self) -> &'static str {
         "no reorganization: every request goes to its original location"
     }
+    fn capabilities(&self) -> super::Capabilities {
+        super::Capabilities { places: None }
+    }
     fn plan(&self, _graph: &MasterGraph, params: &PlanParams) -> Placement {
         Placement::empty(self.name(), params)
     }

@@ -31,6 +31,10 @@ impl LineFormat for Ascii {
         "SSDsim/MQSim ascii: time_ns device lba sectors op(1=read,0=write)"
     }
 
+    fn address_fields(&self) -> [&'static str; 2] {
+        ["lba", "sectors"]
+    }
+
     fn sniff(&self, lines: &[&str]) -> bool {
         sniff_by_parsing(self, lines)
     }

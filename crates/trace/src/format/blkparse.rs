@@ -68,6 +68,10 @@ impl LineFormat for Blkparse {
 
     /// Every line must parse and at least one must be an event: a window of messages and
     /// merges with no Q in it is still plainly blkparse.
+    fn text_field(&self) -> Option<&'static str> {
+        Some("command")
+    }
+
     fn sniff(&self, lines: &[&str]) -> bool {
         let mut state = ParseState::default();
         let mut events = 0;

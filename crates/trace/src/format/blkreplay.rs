@@ -31,6 +31,10 @@ impl LineFormat for Blkreplay {
         "blkreplay .load: start_s ; sector ; length ; R|W ; delay ; duration (after the ##### header)"
     }
 
+    fn address_fields(&self) -> [&'static str; 2] {
+        ["sector", "length"]
+    }
+
     fn sniff(&self, lines: &[&str]) -> bool {
         sniff_by_parsing(self, lines)
     }

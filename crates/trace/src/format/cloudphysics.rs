@@ -37,6 +37,10 @@ impl LineFormat for CloudPhysics {
     }
 
     /// Claims a file only with its header line: the bare rows are too plain to be sure.
+    fn address_fields(&self) -> [&'static str; 2] {
+        ["lbn", "size"]
+    }
+
     fn sniff(&self, lines: &[&str]) -> bool {
         lines.first().map(|l| l.trim()) == Some(HEADER) && sniff_by_parsing(self, lines)
     }

@@ -21,6 +21,14 @@ impl LineFormat for Fiu {
         "FIU (SNIA IOTTA): ts_ns pid process lba size R|W major minor md5"
     }
 
+    fn text_field(&self) -> Option<&'static str> {
+        Some("process")
+    }
+
+    fn address_fields(&self) -> [&'static str; 2] {
+        ["lba", "size"]
+    }
+
     fn sniff(&self, lines: &[&str]) -> bool {
         sniff_by_parsing(self, lines)
     }

@@ -101,6 +101,17 @@ impl ParseState {
         self.recent.get(name)
     }
 
+    /// A state that reads the next line as this one would, with nothing interned: for
+    /// parsing a line again only to explain what is wrong with it.
+    fn scratch(&self) -> ParseState {
+        ParseState {
+            in_body: self.in_body,
+            queue_seen: self.queue_seen,
+            trailer: self.trailer,
+            ..ParseState::default()
+        }
+    }
+
     /// The id of `name`, interning it when new (see `recent`).
     pub fn intern(&mut self, name: &str) -> CommandId {
         if let Some(id) = self.recent.get(name.as_bytes()) {
@@ -129,8 +140,48 @@ pub trait LineFormat: Send + Sync {
     fn parse_bytes(&self, line: &[u8], state: &mut ParseState) -> Result<Parsed, FieldError> {
         match std::str::from_utf8(line) {
             Ok(s) => self.parse(s, state),
-            Err(_) => Err(FieldError::new("line", "not valid UTF-8")),
+            Err(_) => Err(not_utf8(self, line, state)),
         }
+    }
+    /// What the format calls a request's start address and its length, for the error
+    /// of a request that ends past the addressable sectors.
+    fn address_fields(&self) -> [&'static str; 2] {
+        ["sector", "sectors"]
+    }
+    /// Parses one line given as bytes and checks the request's address and size
+    /// ([`Request::check`]): what the reader calls. Kept out of `parse` so that a line
+    /// whose only fault is an address out of range does not keep `auto` from telling its
+    /// format (the reader then names the line and field).
+    fn parse_checked(&self, line: &[u8], state: &mut ParseState) -> Result<Parsed, FieldError> {
+        let parsed = self.parse_bytes(line, state)?;
+        if let Parsed::Request(r) = &parsed {
+            let [sector, size] = self.address_fields();
+            r.check().map_err(|e| e.field_error(sector, size))?;
+        }
+        Ok(parsed)
+    }
+    /// The free-text field of a line (a process or host name), where bytes that are not
+    /// UTF-8 can hide without breaking any other field; `None` when the format has none.
+    fn text_field(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+/// The error for a line that is not valid UTF-8, naming the field that holds the bad
+/// bytes: the line is parsed once more with them replaced by U+FFFD (in a scratch state,
+/// so that nothing is interned). A field that then fails on them is the one named; a line
+/// that still parses holds them in its free-text field ([`LineFormat::text_field`]).
+pub fn not_utf8<F: LineFormat + ?Sized>(format: &F, line: &[u8], state: &ParseState) -> FieldError {
+    let at = line.utf8_chunks().next().map_or(0, |c| c.valid().len()) + 1;
+    let why = format!("not valid UTF-8 (byte {at} of the line)");
+    let lossy = String::from_utf8_lossy(line);
+    match format.parse(&lossy, &mut state.scratch()) {
+        // The field holding the bad bytes fails with them in its message; a field that
+        // fails on its own is the line's first error, reported as it is.
+        Err(e) if e.why.contains(char::REPLACEMENT_CHARACTER) => FieldError::new(e.field, why),
+        Err(e) => e,
+        Ok(Parsed::Request(_)) => FieldError::new(format.text_field().unwrap_or("line"), why),
+        Ok(Parsed::Skip) => FieldError::new("line", why),
     }
 }
 

@@ -37,6 +37,14 @@ impl LineFormat for Msr {
         "MSR Cambridge CSV: FILETIME,host,disk,Read|Write,offset_bytes,size_bytes,response_ticks"
     }
 
+    fn text_field(&self) -> Option<&'static str> {
+        Some("hostname")
+    }
+
+    fn address_fields(&self) -> [&'static str; 2] {
+        ["offset", "size"]
+    }
+
     fn sniff(&self, lines: &[&str]) -> bool {
         sniff_by_parsing(self, lines)
     }

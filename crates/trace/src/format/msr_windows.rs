@@ -23,6 +23,10 @@ impl LineFormat for MsrWindows {
         "MSR replayer windows: ts_ms(decimal) device offset_bytes size_bytes op(1=read,0=write)"
     }
 
+    fn address_fields(&self) -> [&'static str; 2] {
+        ["offset", "size"]
+    }
+
     fn sniff(&self, lines: &[&str]) -> bool {
         let decimal_times = lines
             .iter()

@@ -3,10 +3,15 @@
 //!
 //! The command is one whitespace-free token (the recorder replaces blanks in process names
 //! with '_'); "-" stands for no command. Lines starting with '#' are comments.
+//!
+//! An optional seventh field names the device (a number, as the other formats' devices
+//! are numbered); absent, the device is 0. `convert` writes it for requests of a device
+//! other than 0 ([`write_line_with_device`]), so that a trace of several disks converts
+//! to native text without merging them.
 
 use super::{field, LineFormat, ParseState, Parsed};
 use crate::error::FieldError;
-use crate::request::{Op, Request};
+use crate::request::{Op, Request, MAX_END_SECTOR};
 
 pub struct Native;
 
@@ -24,7 +29,7 @@ impl LineFormat for Native {
     }
 
     fn describe(&self) -> &'static str {
-        "<ts_ns> <pid> <command> <sector> <sectors> <R|W> (seed 002 profiler format)"
+        "<ts_ns> <pid> <command> <sector> <sectors> <R|W> [device] (the self-optimizing file system's profiler format)"
     }
 
     fn sniff(&self, lines: &[&str]) -> bool {
@@ -39,8 +44,12 @@ impl LineFormat for Native {
         }
         match std::str::from_utf8(line) {
             Ok(s) => self.parse(s, state),
-            Err(_) => Err(FieldError::new("line", "not valid UTF-8")),
+            Err(_) => Err(super::not_utf8(self, line, state)),
         }
+    }
+
+    fn text_field(&self) -> Option<&'static str> {
+        Some("command")
     }
 
     fn parse(&self, line: &str, state: &mut ParseState) -> Result<Parsed, FieldError> {
@@ -55,6 +64,10 @@ impl LineFormat for Native {
         let sector = field::u64("sector", f.next())?;
         let sectors = field::sectors("sectors", f.next())?;
         let op = parse_op("op", f.next())?;
+        let device = match f.next() {
+            Some(d) => field::u32("device", Some(d))?,
+            None => 0,
+        };
         field::end(f)?;
         let command = if command == "-" {
             crate::request::NO_COMMAND
@@ -65,7 +78,7 @@ impl LineFormat for Native {
             ts_ns,
             pid: Some(pid),
             command,
-            device: 0,
+            device,
             sector,
             sectors,
             op,
@@ -125,6 +138,27 @@ fn skip_blanks(buf: &[u8], i: &mut usize) {
     }
 }
 
+/// The optional device field: at most `max_digits` digits at `*i`, then blanks up to the
+/// line's end (left at `*i`).
+#[inline(always)]
+fn number_then_blank_or_end(buf: &[u8], i: &mut usize, max_digits: usize) -> Option<u64> {
+    let start = *i;
+    let mut v = 0u64;
+    while let Some(d) = buf
+        .get(*i)
+        .map(|b| b.wrapping_sub(b'0'))
+        .filter(|&d| d <= 9)
+    {
+        if *i - start == max_digits {
+            return None;
+        }
+        v = v * 10 + u64::from(d);
+        *i += 1;
+    }
+    skip_blanks(buf, i);
+    Some(v)
+}
+
 /// A field of at most `max_digits` digits at `*i` (after blanks), followed by a blank.
 #[inline(always)]
 fn number_then_blank(buf: &[u8], i: &mut usize, max_digits: usize) -> Option<u64> {
@@ -179,7 +213,11 @@ pub(crate) fn parse_line(
     };
     i += 1;
     skip_blanks(buf, &mut i);
-    if sectors == 0 || *buf.get(i)? != b'\n' {
+    let mut device = 0;
+    if buf.get(i)?.is_ascii_digit() {
+        device = number_then_blank_or_end(buf, &mut i, 9)? as u32;
+    }
+    if !fits(sector, sectors) || *buf.get(i)? != b'\n' {
         return None;
     }
     let command = command_id(command, state)?;
@@ -188,13 +226,21 @@ pub(crate) fn parse_line(
             ts_ns,
             pid: Some(pid),
             command,
-            device: 0,
+            device,
             sector,
             sectors,
             op,
         },
         i + 1,
     ))
+}
+
+/// Whether a fast-path request is one [`Request::check`] accepts: a positive length ending
+/// by [`MAX_END_SECTOR`]. (At most 19 and 9 digits, the sum cannot overflow.) Anything
+/// else goes to `parse`, which names the field.
+#[inline(always)]
+fn fits(sector: u64, sectors: u32) -> bool {
+    sectors != 0 && sector + u64::from(sectors) <= MAX_END_SECTOR
 }
 
 /// The id of a command token; `None` when it is not UTF-8 (left to `parse`'s error).
@@ -220,7 +266,11 @@ fn parse_fast(line: &[u8], state: &mut ParseState) -> Option<Request> {
         b"W" | b"w" => Op::Write,
         _ => return None,
     };
-    if sectors == 0 || token(line, &mut at).is_some() {
+    let device = match token(line, &mut at) {
+        Some(t) => digits(t, 9)? as u32,
+        None => 0,
+    };
+    if !fits(sector, sectors) || token(line, &mut at).is_some() {
         return None;
     }
     let command = command_id(command, state)?;
@@ -228,17 +278,42 @@ fn parse_fast(line: &[u8], state: &mut ParseState) -> Option<Request> {
         ts_ns,
         pid: Some(pid),
         command,
-        device: 0,
+        device,
         sector,
         sectors,
         op,
     })
 }
 
-/// Writes one request as a native line (with its newline). Requests without a pid are
-/// written with pid 0, and without a command as "-"; blanks inside a command become '_'
-/// (as the recorder does) so that the line stays six fields.
+/// Writes one request as a native line (with its newline), the six fields of the seed
+/// 002 profiler format: the device is not written (see [`write_line_with_device`]).
+/// Requests without a pid are written with pid 0, and without a command as "-"; blanks
+/// inside a command become '_' (as the recorder does) so that the line stays six fields.
 pub fn write_line(
+    out: &mut impl std::io::Write,
+    req: &Request,
+    command: &str,
+) -> std::io::Result<()> {
+    write_fields(out, req, command)?;
+    writeln!(out)
+}
+
+/// [`write_line`], with the device as a seventh field when it is not 0: what `convert`
+/// writes, so that a trace of several devices keeps them apart.
+pub fn write_line_with_device(
+    out: &mut impl std::io::Write,
+    req: &Request,
+    command: &str,
+) -> std::io::Result<()> {
+    write_fields(out, req, command)?;
+    match req.device {
+        0 => writeln!(out),
+        d => writeln!(out, " {d}"),
+    }
+}
+
+/// The six fields of a native line, without its newline.
+fn write_fields(
     out: &mut impl std::io::Write,
     req: &Request,
     command: &str,
@@ -252,7 +327,7 @@ pub fn write_line(
     } else {
         command
     };
-    writeln!(
+    write!(
         out,
         "{} {} {} {} {} {}",
         req.ts_ns,
@@ -311,6 +386,11 @@ mod tests {
             "",
             "1 2 \u{e9}t\u{e9} 3 8 R",
             "1 2 cc 3 8 RW",
+            "1 2 cc 3 8 R 7",
+            "1 2 cc 3 8 R 4294967295",
+            "1 2 cc 3 8 R 4294967296",
+            "1 2 cc 3 8 R 7 8",
+            "1 2 cc 3 8 R x",
         ];
         for line in lines {
             let (mut a, mut b) = (ParseState::default(), ParseState::default());

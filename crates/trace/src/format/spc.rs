@@ -23,6 +23,10 @@ impl LineFormat for Spc {
         "SPC / UMass CSV: ASU,LBA,size_bytes,r|w,timestamp_s"
     }
 
+    fn address_fields(&self) -> [&'static str; 2] {
+        ["lba", "size"]
+    }
+
     fn sniff(&self, lines: &[&str]) -> bool {
         sniff_by_parsing(self, lines)
     }

@@ -63,6 +63,10 @@ impl LineFormat for Tracefs {
         "tracefs text of block:block_bio_queue (trace / trace_pipe)"
     }
 
+    fn text_field(&self) -> Option<&'static str> {
+        Some("task/comm")
+    }
+
     fn sniff(&self, lines: &[&str]) -> bool {
         let mut state = ParseState::default();
         let mut queued = 0;

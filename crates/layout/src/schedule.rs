@@ -1,0 +1,426 @@
+//! The copy scheduler: the one executor plan of every reconfiguration, destage and flush
+//! back, for the simulator and the online engine alike (docs/layout.md "Executing a
+//! reconfiguration").
+//!
+//! A diff's steps are in a valid order, but issuing them one by one pays a seek and a
+//! rotation for every read and again for every write. The scheduler groups the steps into
+//! **batches** whose steps do not depend on each other, then issues a batch as one sweep:
+//! every source read sorted by device address and merged into large extents (reading
+//! through small gaps when the caller's device model says that is cheaper than skipping
+//! them), then every destination written sorted by address (the region in target order).
+//! A batch's data fits one staging buffer of `staging_pages`; its steps' map effects are
+//! applied, in their original order, only after all its writes.
+//!
+//! A step depends on an earlier one when it reads a location the earlier one writes
+//! (an evicted page read back home by a cycle's incoming copy), when it writes a location
+//! the earlier one reads or writes (a relocation chain: a slot is filled only once its old
+//! page has left, seed 000 §5.2), or when both change the same FS page's map entry. A step
+//! goes one batch after the latest batch it depends on, so a chain of `k` moves takes `k`
+//! batches however many chains there are. Within a batch no write lands on a location the
+//! map still needs, so a crash mid-batch loses nothing: the persisted map still points to
+//! every page's old copy, and the diff recomputed after restart resumes the work.
+
+use std::collections::HashMap;
+
+use crate::bopt::{Geometry, Region};
+use crate::copy::{CopyKind, PageRun, Step};
+use crate::indirector::Indirector;
+use crate::units::Extent;
+
+/// Knobs of the scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScheduleOptions {
+    /// Pages one batch may move: the size of the executor's staging buffer.
+    pub staging_pages: u64,
+    /// Two reads this close (in sectors) are merged into one that reads the gap too; set
+    /// it from the device model (0: never read what is not needed).
+    pub read_gap_sectors: u64,
+    /// Largest single request issued, in sectors.
+    pub max_io_sectors: u64,
+}
+
+impl Default for ScheduleOptions {
+    fn default() -> Self {
+        ScheduleOptions {
+            staging_pages: 16 * 1024,
+            read_gap_sectors: 0,
+            max_io_sectors: 2048,
+        }
+    }
+}
+
+/// One device-level piece of a copy: `src.sectors` sectors read at `src`, written at `dst`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExtentMove {
+    pub src: Extent,
+    pub dst_sector: u64,
+}
+
+/// One device request of a schedule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CopyRequest {
+    pub extent: Extent,
+    pub write: bool,
+}
+
+/// Steps that run as one sweep through one staging buffer.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CopyBatch {
+    /// The steps, in their original order: apply them after the batch's writes.
+    pub steps: Vec<Step>,
+    /// What goes where, per device extent.
+    pub moves: Vec<ExtentMove>,
+    /// Device extents to read, ascending, merged (gaps included when short).
+    pub reads: Vec<Extent>,
+    /// Device extents to write, ascending, merged where they touch.
+    pub writes: Vec<Extent>,
+}
+
+impl CopyBatch {
+    /// Pages this batch copies.
+    pub fn pages(&self) -> u64 {
+        self.steps.iter().map(step_pages).sum()
+    }
+
+    /// The batch's device requests in issue order: reads, then writes, each cut to
+    /// `max_io_sectors`.
+    pub fn requests(&self, max_io_sectors: u64) -> Vec<CopyRequest> {
+        let mut out = Vec::new();
+        for (extents, write) in [(&self.reads, false), (&self.writes, true)] {
+            for e in extents {
+                push_cut(&mut out, *e, write, max_io_sectors);
+            }
+        }
+        out
+    }
+}
+
+/// A reconfiguration's steps grouped into batches (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CopySchedule {
+    pub batches: Vec<CopyBatch>,
+    pub opts: ScheduleOptions,
+}
+
+impl CopySchedule {
+    /// Schedules `steps`, which must be valid in their order against `ind`'s map (as a
+    /// diff, destage or flush back returns them, or such lists one after the other with
+    /// each computed on the map the previous leaves).
+    pub fn new(steps: &[Step], ind: &Indirector, opts: ScheduleOptions) -> CopySchedule {
+        let levels = Dependencies::levels(steps, ind);
+        let depth = levels.iter().copied().max().map_or(0, |l| l as usize + 1);
+        let mut by_level: Vec<Vec<Step>> = vec![Vec::new(); depth];
+        for (step, &level) in steps.iter().zip(&levels) {
+            by_level[level as usize].push(*step);
+        }
+        let g = ind.geometry();
+        let staging = opts.staging_pages.max(1);
+        let mut batches = Vec::new();
+        for level in by_level {
+            let mut batch = Vec::new();
+            let mut pages = 0;
+            for step in level {
+                let n = step_pages(&step);
+                if pages + n > staging && !batch.is_empty() {
+                    batches.push(build_batch(std::mem::take(&mut batch), g, &opts));
+                    pages = 0;
+                }
+                pages += n;
+                batch.push(step);
+            }
+            if !batch.is_empty() {
+                batches.push(build_batch(batch, g, &opts));
+            }
+        }
+        CopySchedule { batches, opts }
+    }
+
+    /// Every device request, in issue order.
+    pub fn requests(&self) -> Vec<CopyRequest> {
+        self.batches
+            .iter()
+            .flat_map(|b| b.requests(self.opts.max_io_sectors))
+            .collect()
+    }
+
+    /// Pages copied (each read once and written once).
+    pub fn pages(&self) -> u64 {
+        self.batches.iter().map(CopyBatch::pages).sum()
+    }
+
+    /// Every step in the order it is applied.
+    pub fn steps(&self) -> impl Iterator<Item = &Step> {
+        self.batches.iter().flat_map(|b| b.steps.iter())
+    }
+}
+
+/// The requests of executing `steps` one at a time in plan order, each step's reads then
+/// its writes (what the scheduler replaces; kept to measure it against).
+pub fn plan_order_requests(steps: &[Step], g: &Geometry, max_io_sectors: u64) -> Vec<CopyRequest> {
+    let mut out = Vec::new();
+    for step in steps {
+        if let Step::Copy(op) = step {
+            for (run, write) in [(op.src, false), (op.dst, true)] {
+                for e in run.device_extents(g) {
+                    push_cut(&mut out, e, write, max_io_sectors);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn step_pages(step: &Step) -> u64 {
+    match step {
+        Step::Drop(_) => 0,
+        Step::Copy(op) => op.pages(),
+    }
+}
+
+fn push_cut(out: &mut Vec<CopyRequest>, e: Extent, write: bool, max: u64) {
+    let max = max.max(1);
+    let mut at = e.start_sector;
+    while at < e.end_sector() {
+        let n = max.min(e.end_sector() - at);
+        out.push(CopyRequest {
+            extent: Extent::new(at, n),
+            write,
+        });
+        at += n;
+    }
+}
+
+fn build_batch(steps: Vec<Step>, g: &Geometry, opts: &ScheduleOptions) -> CopyBatch {
+    let mut moves = Vec::new();
+    for step in &steps {
+        if let Step::Copy(op) = step {
+            pair_extents(&op.src, &op.dst, g, &mut moves);
+        }
+    }
+    CopyBatch {
+        steps,
+        ..CopyBatch::of_moves(moves, opts)
+    }
+}
+
+impl CopyBatch {
+    /// A batch of device-level moves with no map effect (a permutation of the data area):
+    /// the moves must be independent (no source is another move's destination).
+    pub fn of_moves(moves: Vec<ExtentMove>, opts: &ScheduleOptions) -> CopyBatch {
+        let mut reads: Vec<Extent> = moves.iter().map(|m| m.src).collect();
+        let mut writes: Vec<Extent> = moves
+            .iter()
+            .map(|m| Extent::new(m.dst_sector, m.src.sectors))
+            .collect();
+        reads = merge_extents(&mut reads, opts.read_gap_sectors);
+        writes = merge_extents(&mut writes, 0);
+        CopyBatch {
+            steps: Vec::new(),
+            moves,
+            reads,
+            writes,
+        }
+    }
+}
+
+/// Pairs a run's source and destination device extents piece by piece (either side may
+/// be split where the data area runs around a BOPT placed inside it).
+fn pair_extents(src: &PageRun, dst: &PageRun, g: &Geometry, out: &mut Vec<ExtentMove>) {
+    let s = src.device_extents(g);
+    let d = dst.device_extents(g);
+    let (mut si, mut di, mut so, mut dof) = (0, 0, 0, 0);
+    while si < s.len() && di < d.len() {
+        let n = (s[si].sectors - so).min(d[di].sectors - dof);
+        out.push(ExtentMove {
+            src: Extent::new(s[si].start_sector + so, n),
+            dst_sector: d[di].start_sector + dof,
+        });
+        so += n;
+        dof += n;
+        if so == s[si].sectors {
+            si += 1;
+            so = 0;
+        }
+        if dof == d[di].sectors {
+            di += 1;
+            dof = 0;
+        }
+    }
+}
+
+/// Sorts extents and merges those that overlap, touch, or lie at most `gap` apart.
+fn merge_extents(extents: &mut [Extent], gap: u64) -> Vec<Extent> {
+    extents.sort_unstable_by_key(|e| e.start_sector);
+    let mut out: Vec<Extent> = Vec::with_capacity(extents.len());
+    for e in extents.iter() {
+        match out.last_mut() {
+            Some(last) if e.start_sector <= last.end_sector() + gap => {
+                let end = last.end_sector().max(e.end_sector());
+                last.sectors = end - last.start_sector;
+            }
+            _ => out.push(*e),
+        }
+    }
+    out
+}
+
+/// A location whose order matters: a data-area page, a BOPT slot, or an FS page's map
+/// entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    Home(u64),
+    Slot(u64),
+    Entry(u64),
+}
+
+/// The latest batch level that read and that wrote each location so far.
+#[derive(Default)]
+struct Dependencies {
+    seen: HashMap<Key, (Option<u32>, Option<u32>)>,
+    /// Slot -> FS page as the steps so far leave it (over the map's own).
+    owner: HashMap<u64, Option<u64>>,
+}
+
+impl Dependencies {
+    /// The batch level of every step: one past the latest level it depends on.
+    fn levels(steps: &[Step], ind: &Indirector) -> Vec<u32> {
+        let mut deps = Dependencies::default();
+        steps
+            .iter()
+            .map(|step| {
+                let (reads, writes) = deps.touches(step, ind);
+                let level = deps.level_of(&reads, &writes);
+                for k in reads {
+                    let e = deps.seen.entry(k).or_default();
+                    e.0 = Some(e.0.map_or(level, |l| l.max(level)));
+                }
+                for k in writes {
+                    let e = deps.seen.entry(k).or_default();
+                    e.1 = Some(e.1.map_or(level, |l| l.max(level)));
+                }
+                level
+            })
+            .collect()
+    }
+
+    fn level_of(&self, reads: &[Key], writes: &[Key]) -> u32 {
+        let after = |l: Option<u32>| l.map_or(0, |l| l + 1);
+        let mut level = 0;
+        for k in reads {
+            if let Some(&(_, w)) = self.seen.get(k) {
+                level = level.max(after(w));
+            }
+        }
+        for k in writes {
+            if let Some(&(r, w)) = self.seen.get(k) {
+                level = level.max(after(r)).max(after(w));
+            }
+        }
+        level
+    }
+
+    fn owner_of(&self, slot: u64, ind: &Indirector) -> Option<u64> {
+        match self.owner.get(&slot) {
+            Some(&o) => o,
+            None => ind.map().fs_page_of(slot as u32),
+        }
+    }
+
+    /// The locations `step` reads and writes (a step's own source and destination may
+    /// overlap: it reads all before writing), and the map effect on slot owners.
+    fn touches(&mut self, step: &Step, ind: &Indirector) -> (Vec<Key>, Vec<Key>) {
+        let (mut reads, mut writes) = (Vec::new(), Vec::new());
+        match step {
+            Step::Drop(run) => {
+                for s in run.first..run.end() {
+                    if let Some(p) = self.owner_of(s, ind) {
+                        writes.push(Key::Entry(p));
+                    }
+                    writes.push(Key::Slot(s));
+                    self.owner.insert(s, None);
+                }
+            }
+            Step::Copy(op) => {
+                let key = |region, page| match region {
+                    Region::Bopt => Key::Slot(page),
+                    Region::Data => Key::Home(page),
+                };
+                let owners: Vec<Option<u64>> = (0..op.pages())
+                    .map(|i| match op.src.region {
+                        Region::Bopt => self.owner_of(op.src.first + i, ind),
+                        Region::Data => Some(op.src.first + i),
+                    })
+                    .collect();
+                for i in 0..op.pages() {
+                    reads.push(key(op.src.region, op.src.first + i));
+                    writes.push(key(op.dst.region, op.dst.first + i));
+                    writes.extend(owners[i as usize].map(Key::Entry));
+                }
+                self.move_owners(op.kind, &op.src, &op.dst, &owners);
+            }
+        }
+        (reads, writes)
+    }
+
+    fn move_owners(
+        &mut self,
+        kind: CopyKind,
+        src: &PageRun,
+        dst: &PageRun,
+        owners: &[Option<u64>],
+    ) {
+        match kind {
+            CopyKind::WriteBack => {}
+            CopyKind::Evict => {
+                for s in src.first..src.end() {
+                    self.owner.insert(s, None);
+                }
+            }
+            CopyKind::Relocate => {
+                for s in src.first..src.end() {
+                    self.owner.insert(s, None);
+                }
+                for (i, &o) in owners.iter().enumerate() {
+                    self.owner.insert(dst.first + i as u64, o);
+                }
+            }
+            CopyKind::Incoming => {
+                for (i, &o) in owners.iter().enumerate() {
+                    self.owner.insert(dst.first + i as u64, o);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extents_merge_through_short_gaps_only() {
+        let mut e = vec![
+            Extent::new(100, 8),
+            Extent::new(0, 8),
+            Extent::new(8, 8),
+            Extent::new(40, 8),
+        ];
+        assert_eq!(
+            merge_extents(&mut e.clone(), 0),
+            vec![Extent::new(0, 16), Extent::new(40, 8), Extent::new(100, 8)]
+        );
+        assert_eq!(
+            merge_extents(&mut e, 24),
+            vec![Extent::new(0, 48), Extent::new(100, 8)]
+        );
+    }
+
+    #[test]
+    fn requests_are_cut_to_the_largest_io() {
+        let mut out = Vec::new();
+        push_cut(&mut out, Extent::new(10, 5000), true, 2048);
+        let sizes: Vec<u64> = out.iter().map(|r| r.extent.sectors).collect();
+        assert_eq!(sizes, vec![2048, 2048, 904]);
+        assert_eq!(out[2].extent.start_sector, 10 + 4096);
+    }
+}
