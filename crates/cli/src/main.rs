@@ -51,6 +51,8 @@ enum Command {
     Pairs(cmd::pairs::Args),
     /// List the trace formats reblock reads.
     Formats(cmd::formats::Args),
+    /// Print the free extents of an ext2/3/4 image, read from its block bitmaps.
+    Freemap(cmd::freemap::Args),
     /// Analyze a bundled real trace and write its report: the quickest look at reblock.
     Demo(cmd::demo::Args),
     /// Lay out an XML document on a disk model (default vs tree layouts) and measure queries.
@@ -84,6 +86,7 @@ fn main() {
         Command::Reconfigure(a) => cmd::reconfigure::run(a),
         Command::Pairs(a) => cmd::pairs::run(a),
         Command::Formats(a) => cmd::formats::run(a),
+        Command::Freemap(a) => cmd::freemap::run(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Tree(a) => cmd::tree::run(a),
     };

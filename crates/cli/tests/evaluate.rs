@@ -73,6 +73,16 @@ fn evaluate_json_is_one_consistent_object() {
             .map(|x| x["name"].as_str().unwrap())
             .collect();
         assert_eq!(names, ["N0", "R1", "N1", "R2", "N2"], "{name}");
+        // Energy per phase from the drive's power states, and their sum per policy.
+        let phase_energy: f64 = p["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["energy_j"].as_f64().unwrap())
+            .sum();
+        let energy = p["energy_j"].as_f64().unwrap();
+        assert!(energy > 0.0, "{name}");
+        assert!((energy - phase_energy).abs() <= 1e-9 * energy, "{name}");
     }
     // R1 copies the 16 pages from an empty BOPT.
     assert_eq!(v["policies"]["borg"]["phases"][1]["bytes_moved"], 16 * 4096);

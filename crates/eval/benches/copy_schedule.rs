@@ -70,7 +70,7 @@ fn busy_s(requests: &[CopyRequest]) -> f64 {
             write: r.write,
         })
         .collect();
-    replay::copies(DEVICE, &reqs).unwrap().busy_time_s
+    replay::copies(DEVICE, &reqs).unwrap().summary.busy_time_s
 }
 
 fn bench(c: &mut Criterion) {

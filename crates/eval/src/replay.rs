@@ -18,6 +18,8 @@ use crate::EvalError;
 #[derive(Clone, Debug, Default)]
 pub struct Measured {
     pub summary: Summary,
+    /// The devices' energy over the replay (see [`Replayed::energy_j`]).
+    pub energy_j: Option<f64>,
     pub requests: u64,
     pub hits: u64,
     /// Pages the guard wrote home: dirty BOPT pages, or a whole permutation sent home
@@ -25,6 +27,15 @@ pub struct Measured {
     pub written_back_pages: u64,
     /// Response times (ns) of the workload's requests, for the report's CDFs.
     pub response_ns: LogHistogram,
+}
+
+/// One replay's figures over all its requests.
+#[derive(Clone, Debug, Default)]
+pub struct Replayed {
+    pub summary: Summary,
+    /// The devices' energy from their power states over the replay's makespan (idle
+    /// included); none when the device model has no power figures.
+    pub energy_j: Option<f64>,
 }
 
 /// Collects the response time of every normal-phase request.
@@ -51,15 +62,19 @@ fn run(
     speed: f64,
     source: &mut dyn Source,
     mapper: Option<Shared>,
-) -> Result<(Summary, LogHistogram), EvalError> {
+) -> Result<(Replayed, LogHistogram), EvalError> {
     let built = reblock_device::parse_spec(device).map_err(EvalError::Device)?;
     let mut replay = Replay::new(built.array, built.members, sim_config(speed))?;
     if let Some(m) = mapper {
         replay = replay.with_mapper(Box::new(SharedMapper(m)));
     }
     let mut responses = Responses(LogHistogram::default());
-    let overall = replay.run(source, &mut responses)?.overall;
-    Ok((overall, responses.0))
+    let report = replay.run(source, &mut responses)?;
+    let replayed = Replayed {
+        summary: report.overall,
+        energy_j: report.energy_j,
+    };
+    Ok((replayed, responses.0))
 }
 
 /// The workload's requests `reqs` through `layout` (which they change: absorbed writes),
@@ -88,10 +103,11 @@ pub fn normal(
         guarded,
         epoch: epoch.max(1),
     };
-    let (summary, response_ns) = run(device, speed, &mut source, Some(layout.clone()))?;
+    let (replayed, response_ns) = run(device, speed, &mut source, Some(layout.clone()))?;
     let cell = layout.lock().expect("layout lock");
     Ok(Measured {
-        summary,
+        summary: replayed.summary,
+        energy_j: replayed.energy_j,
         requests: cell.requests,
         hits: cell.hits,
         written_back_pages: cell.written_back_pages,
@@ -111,9 +127,13 @@ pub fn shadow(
 }
 
 /// The copy I/O of a reconfiguration, all issued at once at speed 1, in order.
-pub fn copies(device: &str, requests: &[DevRequest]) -> Result<Summary, EvalError> {
+pub fn copies(device: &str, requests: &[DevRequest]) -> Result<Replayed, EvalError> {
     if requests.is_empty() {
-        return Ok(Summary::default());
+        // No copy takes no time and so spends no energy.
+        return Ok(Replayed {
+            summary: Summary::default(),
+            energy_j: Some(0.0),
+        });
     }
     let subs = requests.iter().enumerate().map(|(i, r)| Submission {
         number: i as u64 + 1,
@@ -147,8 +167,10 @@ pub fn read_through_gap_sectors(device: &str) -> Result<u64, EvalError> {
         if at + 16 + gap > capacity {
             break;
         }
-        let two = copies(device, &[read(at, 8), read(at + 8 + gap, 8)])?.busy_time_s;
-        let one = copies(device, &[read(at, 16 + gap)])?.busy_time_s;
+        let two = copies(device, &[read(at, 8), read(at + 8 + gap, 8)])?
+            .summary
+            .busy_time_s;
+        let one = copies(device, &[read(at, 16 + gap)])?.summary.busy_time_s;
         if one <= two {
             best = gap;
         }

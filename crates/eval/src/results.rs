@@ -29,6 +29,10 @@ pub struct PhaseResult {
     pub kind: PhaseKind,
     /// Device busy time (sum of service times, idle excluded).
     pub busy_time_s: f64,
+    /// Energy of the phase's devices over its makespan (idle included), from the device
+    /// model's power states; none when the model has no power figures.
+    #[serde(default)]
+    pub energy_j: Option<f64>,
     /// Logical requests: the workload's (normal) or the copy I/Os (reconfiguration).
     pub requests: u64,
     pub reads: u64,
@@ -136,6 +140,9 @@ pub struct PolicyResult {
     pub busy_time_s: f64,
     pub normal_busy_time_s: f64,
     pub reconfig_busy_time_s: f64,
+    /// Energy over all phases, normal and reconfiguration (none when any phase has none).
+    #[serde(default)]
+    pub energy_j: Option<f64>,
     /// Total busy time (normal and reconfiguration phases) over vanilla's: the headline
     /// (when vanilla was evaluated too).
     #[serde(default)]
@@ -195,6 +202,7 @@ impl PolicyResult {
             busy_time_s: normal_busy + reconfig_busy,
             normal_busy_time_s: normal_busy,
             reconfig_busy_time_s: reconfig_busy,
+            energy_j: phases.iter().map(|p| p.energy_j).sum::<Option<f64>>(),
             busy_vs_vanilla: None,
             normal_busy_vs_vanilla: None,
             mean_response_ms: by(|p| p.requests as f64, |p| p.mean_response_ms),

@@ -237,6 +237,7 @@ impl<'a> Runner<'a> {
             name: format!("N{i}"),
             kind: PhaseKind::Normal,
             busy_time_s: s.busy_time_s,
+            energy_j: m.energy_j,
             requests: m.requests,
             reads: s.reads,
             writes: s.writes,
@@ -352,7 +353,9 @@ impl<'a> Runner<'a> {
     ) -> Result<(Layout, CopyIo, f64), EvalError> {
         let mut l = layout.clone();
         let io = l.reconfigure(placement, &self.schedule)?;
-        let s = replay::copies(&self.cfg.device, &io.requests)?.busy_time_s;
+        let s = replay::copies(&self.cfg.device, &io.requests)?
+            .summary
+            .busy_time_s;
         Ok((l, io, s))
     }
 
@@ -443,7 +446,7 @@ impl Runner<'_> {
     ) -> Result<Vec<bool>, EvalError> {
         let mut home = Vec::new();
         layout.clone().send_permuted_home(&mut home);
-        let home_s = replay::copies(&self.cfg.device, &home)?.busy_time_s;
+        let home_s = replay::copies(&self.cfg.device, &home)?.summary.busy_time_s;
         let chunks: Vec<&[Request]> = self.w.requests[start..end].chunks(epoch).collect();
         let mut guarded = vec![false];
         let mut loss = 0.0;
@@ -477,14 +480,16 @@ fn take(shared: &crate::layout::Shared) -> Layout {
 
 fn reconfig_phase(
     i: usize,
-    s: reblock_sim::Summary,
+    copied: replay::Replayed,
     io: &CopyIo,
     cost: Option<PlanCost>,
 ) -> PhaseResult {
+    let s = copied.summary;
     PhaseResult {
         name: format!("R{i}"),
         kind: PhaseKind::Reconfig,
         busy_time_s: s.busy_time_s,
+        energy_j: copied.energy_j,
         requests: s.requests,
         reads: s.reads,
         writes: s.writes,

@@ -106,15 +106,19 @@ fn check_consistent(name: &str, r: &PolicyResult, requests: u64) {
     );
 }
 
+/// One process reads the same 256 scattered pages in the same order, 10 times. (256,
+/// not fewer: the pages of a smaller loop sit within one track of the BOPT, which the
+/// drive's cache serves in any order, so placement order could not matter.)
+fn scattered_read_loop() -> Vec<Request> {
+    let pages = scattered(256, 0);
+    (0..10 * 256)
+        .map(|i| read(i, pages[i % 256], 20 * MS))
+        .collect()
+}
+
 #[test]
 fn borg_beats_hot_and_vanilla_on_a_repetitive_scattered_read_loop() {
-    // One process reads the same 256 scattered pages in the same order, 10 times. (256,
-    // not fewer: the pages of a smaller loop sit within one track of the BOPT, which the
-    // drive's cache serves in any order, so placement order could not matter.)
-    let pages = scattered(256, 0);
-    let reqs: Vec<Request> = (0..10 * 256)
-        .map(|i| read(i, pages[i % 256], 20 * MS))
-        .collect();
+    let reqs = scattered_read_loop();
     let mut cfg = config(&["vanilla", "hot", "borg"]);
     cfg.guard_epoch_requests = 64;
     // At 168x the requests queue: borg's consecutive slots merge, hot's LBA-ordered
@@ -167,6 +171,55 @@ fn borg_beats_hot_and_vanilla_on_a_repetitive_scattered_read_loop() {
     );
     // Once placed every request hits the BOPT, except while guarded.
     assert!(b.phases[4].hit_rate > 0.5, "{}", b.phases[4].hit_rate);
+}
+
+#[test]
+fn a_policy_that_seeks_less_over_the_same_requests_spends_no_more_energy() {
+    // The scattered read loop of the test above: once borg has placed the loop in the
+    // BOPT it seeks far less than vanilla over the very same requests.
+    let reqs = scattered_read_loop();
+    let mut cfg = config(&["vanilla", "borg"]);
+    cfg.guard_epoch_requests = 64;
+    let res = run(&reqs, &cfg);
+    let (v, b) = (&res["vanilla"], &res["borg"]);
+    // The policy's energy is the sum over all its phases, copies included.
+    for r in [v, b] {
+        let phases: f64 = r.phases.iter().map(|p| p.energy_j.unwrap()).sum();
+        let total = r.energy_j.expect("the cheetah model has power figures");
+        assert!(
+            (total - phases).abs() <= 1e-9 * total,
+            "{total} vs {phases}"
+        );
+        assert!(total > 0.0);
+    }
+    assert_eq!(
+        v.phases
+            .iter()
+            .filter(|p| p.kind == PhaseKind::Reconfig)
+            .map(|p| p.energy_j.unwrap())
+            .sum::<f64>(),
+        0.0
+    );
+    let normal_energy = |r: &PolicyResult| -> f64 {
+        r.phases
+            .iter()
+            .filter(|p| p.kind == PhaseKind::Normal)
+            .map(|p| p.energy_j.unwrap())
+            .sum()
+    };
+    assert!(b.mean_seek_cylinders < v.mean_seek_cylinders);
+    assert!(
+        normal_energy(b) <= normal_energy(v),
+        "borg {} J vs vanilla {} J",
+        normal_energy(b),
+        normal_energy(v)
+    );
+    // Per phase too: where borg seeks less, it spends no more.
+    for (pb, pv) in b.phases.iter().zip(&v.phases) {
+        if pb.kind == PhaseKind::Normal && pb.mean_seek_cylinders < pv.mean_seek_cylinders {
+            assert!(pb.energy_j <= pv.energy_j, "{}", pb.name);
+        }
+    }
 }
 
 #[test]

@@ -283,12 +283,13 @@ fn print_policies(e: &Evaluation, policies: &std::collections::BTreeMap<String, 
     // The headline is the total (normal phases plus the copies that got there) against
     // vanilla's total; the normal phases alone follow.
     println!(
-        "{:<9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>7} {:>10} {:>8} {:>9} {:>8} {:>7}",
+        "{:<9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>10} {:>8} {:>9} {:>8} {:>7}",
         "policy",
         "total/van",
         "busy s",
         "normal s",
         "reconf s",
+        "energy J",
         "normal/van",
         "hit",
         "moved MiB",
@@ -300,12 +301,13 @@ fn print_policies(e: &Evaluation, policies: &std::collections::BTreeMap<String, 
     for p in &e.policy_order {
         let Some(r) = policies.get(p) else { continue };
         println!(
-            "{:<9} {:>9} {:>10.3} {:>10.3} {:>10.3} {:>10} {:>6.1}% {:>10.1} {:>7.1}% {:>9.0} {:>8.3} {:>7}",
+            "{:<9} {:>9} {:>10.3} {:>10.3} {:>10.3} {:>10} {:>10} {:>6.1}% {:>10.1} {:>7.1}% {:>9.0} {:>8.3} {:>7}",
             p,
             r.busy_vs_vanilla.map_or("-".into(), |v| format!("{v:.3}")),
             r.busy_time_s,
             r.normal_busy_time_s,
             r.reconfig_busy_time_s,
+            r.energy_j.map_or("-".into(), |v| format!("{v:.1}")),
             r.normal_busy_vs_vanilla.map_or("-".into(), |v| format!("{v:.3}")),
             100.0 * r.hit_rate,
             r.bytes_moved as f64 / 1048576.0,

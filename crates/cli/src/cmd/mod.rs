@@ -8,6 +8,7 @@ pub mod detach;
 pub mod evaluate;
 pub mod evaluate_array;
 pub mod formats;
+pub mod freemap;
 pub mod pairs;
 pub mod plan;
 pub mod reconfigure;

@@ -1,0 +1,503 @@
+//! FS2's replicas of hot blocks in free space: the replica table, where new replicas go,
+//! which copy a read uses, and when replicas give their space back.
+//!
+//! FS2 (dynamic data replication in free disk space; docs/references.md) keeps, per
+//! replicated block, its original block number, the replica's block number, the last
+//! access time and a reference count. A read goes to whichever copy is closest to the disk
+//! head, keeping contiguous copies together; a write to the original drops its replicas
+//! (no update writes); replicas give their space back when the file system runs low,
+//! governed by high / low / critical free-space watermarks. The device driver picks what
+//! to replicate: blocks outside the *hot area* (the region with the most activity) that
+//! are used with it, copied into free space inside or next to the hot area.
+//!
+//! Everything here is in pages of the caller's page size; nothing performs I/O. The
+//! simulator and the engine turn the decisions into copies.
+
+use rustc_hash::FxHashMap;
+
+use crate::FreeExtents;
+
+/// Free-space watermarks, as fractions of the device's pages (FS2's high, low and
+/// critical marks).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Watermarks {
+    /// New replicas are made only while the free space left untouched stays above this.
+    pub high: f64,
+    /// Below this, replicas are reclaimed (least recently used first) until `high` holds
+    /// again.
+    pub low: f64,
+    /// Below this, every replica is dropped at once.
+    pub critical: f64,
+}
+
+impl Default for Watermarks {
+    fn default() -> Self {
+        Watermarks {
+            high: 0.10,
+            low: 0.05,
+            critical: 0.02,
+        }
+    }
+}
+
+/// One replica of an original page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Replica {
+    /// Where the copy lives.
+    pub page: u64,
+    /// Logical time of the last read served from it (the set's access counter).
+    pub last_access: u64,
+    /// Reads it has served.
+    pub refs: u64,
+}
+
+/// A run of pages a read is served from: `len` pages starting at `page`, which is either
+/// the original (`replica == false`) or consecutive replicas.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServedRun {
+    pub page: u64,
+    pub len: u64,
+    pub replica: bool,
+}
+
+/// The replica table with the free space it draws on.
+#[derive(Clone, Debug)]
+pub struct ReplicaSet {
+    /// Original page -> its replicas.
+    originals: FxHashMap<u64, Vec<Replica>>,
+    /// Replica page -> original page.
+    owner: FxHashMap<u64, u64>,
+    /// Free pages not holding a replica.
+    available: FreeExtents,
+    device_pages: u64,
+    marks: Watermarks,
+    clock: u64,
+    /// Reads (pages) served from a replica.
+    pub replica_hits: u64,
+}
+
+impl ReplicaSet {
+    /// An empty table over a device of `device_pages` pages of which `free` are free.
+    pub fn new(device_pages: u64, free: FreeExtents, marks: Watermarks) -> ReplicaSet {
+        ReplicaSet {
+            originals: FxHashMap::default(),
+            owner: FxHashMap::default(),
+            available: free,
+            device_pages,
+            marks,
+            clock: 0,
+            replica_hits: 0,
+        }
+    }
+
+    /// Replica pages in use.
+    pub fn replicas(&self) -> u64 {
+        self.owner.len() as u64
+    }
+
+    /// Free pages, those holding replicas included (what the file system sees as free).
+    pub fn free_pages(&self) -> u64 {
+        self.available.total() + self.replicas()
+    }
+
+    /// The replicas of `page`.
+    pub fn replicas_of(&self, page: u64) -> &[Replica] {
+        self.originals.get(&page).map_or(&[], |v| v.as_slice())
+    }
+
+    /// The original whose replica lives at `page`, if one does.
+    pub fn owner_of(&self, page: u64) -> Option<u64> {
+        self.owner.get(&page).copied()
+    }
+
+    /// A write to pages `[start, end)`: replicas of those pages are dropped (FS2 makes no
+    /// update writes), a replica living in the written range loses its space to the
+    /// client's data, and the range is no longer free. Returns the replica pages freed.
+    pub fn note_write(&mut self, start: u64, end: u64) -> Vec<u64> {
+        let mut freed = Vec::new();
+        for p in start..end {
+            if let Some(reps) = self.originals.remove(&p) {
+                for r in reps {
+                    self.owner.remove(&r.page);
+                    if !(start..end).contains(&r.page) {
+                        self.available.insert(r.page, r.page + 1);
+                    }
+                    freed.push(r.page);
+                }
+            }
+            if let Some(orig) = self.owner.remove(&p) {
+                self.forget_replica(orig, p);
+                freed.push(p);
+            }
+        }
+        self.available.remove(start, end);
+        self.enforce_watermarks(&mut freed);
+        freed
+    }
+
+    /// A trim (discard) of `[start, end)`: the data is gone, so replicas of those pages
+    /// are dropped and the pages become free. A replica page inside the range stays: the
+    /// file system trimmed free space it does not know we use, and the original is intact.
+    pub fn note_trim(&mut self, start: u64, end: u64) -> Vec<u64> {
+        let mut freed = Vec::new();
+        for p in start..end {
+            if let Some(reps) = self.originals.remove(&p) {
+                for r in reps {
+                    self.owner.remove(&r.page);
+                    self.available.insert(r.page, r.page + 1);
+                    freed.push(r.page);
+                }
+            }
+        }
+        for p in start..end {
+            if !self.owner.contains_key(&p) {
+                self.available.insert(p, p + 1);
+            }
+        }
+        freed
+    }
+
+    fn forget_replica(&mut self, orig: u64, page: u64) {
+        if let Some(v) = self.originals.get_mut(&orig) {
+            v.retain(|r| r.page != page);
+            if v.is_empty() {
+                self.originals.remove(&orig);
+            }
+        }
+    }
+
+    /// Reclaims replicas when free space runs low: all of them below the critical mark,
+    /// least recently used first below the low mark until the high mark holds.
+    fn enforce_watermarks(&mut self, freed: &mut Vec<u64>) {
+        let total = self.device_pages.max(1) as f64;
+        let untouched = self.available.total() as f64 / total;
+        let all_free = self.free_pages() as f64 / total;
+        if all_free < self.marks.critical {
+            let all: Vec<(u64, u64)> = self.owner.iter().map(|(&r, &o)| (r, o)).collect();
+            for (r, o) in all {
+                self.drop_replica(o, r, freed);
+            }
+            return;
+        }
+        if untouched >= self.marks.low {
+            return;
+        }
+        let want = (self.marks.high * total).ceil() as u64;
+        let mut lru: Vec<(u64, u64, u64)> = self
+            .originals
+            .iter()
+            .flat_map(|(&o, v)| v.iter().map(move |r| (r.last_access, r.page, o)))
+            .collect();
+        lru.sort_unstable();
+        for (_, r, o) in lru {
+            if self.available.total() >= want {
+                break;
+            }
+            self.drop_replica(o, r, freed);
+        }
+    }
+
+    fn drop_replica(&mut self, orig: u64, page: u64, freed: &mut Vec<u64>) {
+        self.owner.remove(&page);
+        self.forget_replica(orig, page);
+        self.available.insert(page, page + 1);
+        freed.push(page);
+    }
+
+    /// The runs serving a read of `[start, start + len)` with the head at `head`: each run
+    /// starts on the copy closest to the head and continues on that copy while the next
+    /// page's copy follows it, so contiguous copies are read together.
+    pub fn route_read(&mut self, start: u64, len: u64, mut head: u64) -> Vec<ServedRun> {
+        let mut out: Vec<ServedRun> = Vec::new();
+        let end = start + len;
+        let mut p = start;
+        while p < end {
+            self.clock += 1;
+            let (first, replica) = self.closest_copy(p, head);
+            let mut n = 1;
+            while p + n < end {
+                let next = p + n;
+                let follows = if replica {
+                    self.replicas_of(next).iter().any(|r| r.page == first + n)
+                } else {
+                    true
+                };
+                if !follows {
+                    break;
+                }
+                n += 1;
+            }
+            if replica {
+                for i in 0..n {
+                    self.touch(p + i, first + i);
+                }
+            }
+            out.push(ServedRun {
+                page: first,
+                len: n,
+                replica,
+            });
+            head = first + n;
+            p += n;
+        }
+        out
+    }
+
+    fn closest_copy(&self, page: u64, head: u64) -> (u64, bool) {
+        let mut best = (page, false);
+        for r in self.replicas_of(page) {
+            if r.page.abs_diff(head) < best.0.abs_diff(head) {
+                best = (r.page, true);
+            }
+        }
+        best
+    }
+
+    fn touch(&mut self, orig: u64, page: u64) {
+        let now = self.clock;
+        if let Some(r) = self
+            .originals
+            .get_mut(&orig)
+            .and_then(|v| v.iter_mut().find(|r| r.page == page))
+        {
+            r.last_access = now;
+            r.refs += 1;
+            self.replica_hits += 1;
+        }
+    }
+
+    /// Places replicas of `candidates` (original pages in the order they should be laid
+    /// out: first access) in the free space closest to `centre`, runs of consecutive
+    /// candidates in consecutive free pages, while the high watermark allows. A page that
+    /// already has a replica within `near` pages of `centre` is skipped. Returns the new
+    /// (original, replica) pairs in placement order; the caller copies them.
+    pub fn place(&mut self, candidates: &[u64], centre: u64, near: u64) -> Vec<(u64, u64)> {
+        let budget = self.creation_budget();
+        let todo: Vec<u64> = candidates
+            .iter()
+            .copied()
+            .filter(|&p| {
+                !self.owner.contains_key(&p)
+                    && !self
+                        .replicas_of(p)
+                        .iter()
+                        .any(|r| r.page.abs_diff(centre) <= near)
+            })
+            .take(budget as usize)
+            .collect();
+        let slots = self.nearest_free(centre, todo.len() as u64);
+        let mut placed = Vec::with_capacity(todo.len());
+        for (orig, slot) in todo.into_iter().zip(slots) {
+            self.available.remove(slot, slot + 1);
+            self.owner.insert(slot, orig);
+            self.originals.entry(orig).or_default().push(Replica {
+                page: slot,
+                last_access: self.clock,
+                refs: 0,
+            });
+            placed.push((orig, slot));
+        }
+        placed
+    }
+
+    /// How many replicas may still be made without crossing the high watermark.
+    pub fn creation_budget(&self) -> u64 {
+        let keep = (self.marks.high * self.device_pages as f64).ceil() as u64;
+        self.available.total().saturating_sub(keep)
+    }
+
+    /// `n` free pages closest to `centre`, in address order within each side so that
+    /// consecutive candidates land on consecutive pages: free runs are taken whole, nearest
+    /// first.
+    fn nearest_free(&self, centre: u64, n: u64) -> Vec<u64> {
+        let mut runs: Vec<(u64, std::ops::Range<u64>)> = self
+            .available
+            .iter()
+            .map(|r| {
+                let d = if r.contains(&centre) {
+                    0
+                } else if r.end <= centre {
+                    centre - r.end + 1
+                } else {
+                    r.start - centre
+                };
+                (d, r)
+            })
+            .collect();
+        runs.sort_unstable_by_key(|(d, r)| (*d, r.start));
+        let mut out = Vec::with_capacity(n as usize);
+        for (_, r) in runs {
+            if out.len() as u64 >= n {
+                break;
+            }
+            // Inside the run, start as close to the centre as the run allows.
+            let want = n - out.len() as u64;
+            let len = r.end - r.start;
+            let start = if len <= want {
+                r.start
+            } else {
+                centre.saturating_sub(want / 2).clamp(r.start, r.end - want)
+            };
+            out.extend(start..start + want.min(len));
+        }
+        out
+    }
+}
+
+/// The hot area of an epoch's page accesses: the window of `window` pages (aligned) with
+/// the most accesses, and its access-weighted centre. `None` without accesses.
+pub fn hot_area(accesses: &[u64], window: u64) -> Option<(std::ops::Range<u64>, u64)> {
+    let window = window.max(1);
+    let mut counts: FxHashMap<u64, u64> = FxHashMap::default();
+    for &p in accesses {
+        *counts.entry(p / window).or_default() += 1;
+    }
+    let (&w, _) = counts
+        .iter()
+        .max_by_key(|(&w, &c)| (c, std::cmp::Reverse(w)))?;
+    let area = w * window..(w + 1) * window;
+    let inside: Vec<u64> = accesses
+        .iter()
+        .copied()
+        .filter(|p| area.contains(p))
+        .collect();
+    let centre = inside.iter().sum::<u64>() / inside.len().max(1) as u64;
+    Some((area, centre))
+}
+
+/// FS2's candidates: pages outside the hot area read at least `min_reads` times in the
+/// epoch, in first-access order (blocks used together are laid out together).
+pub fn replica_candidates(reads: &[u64], area: &std::ops::Range<u64>, min_reads: u64) -> Vec<u64> {
+    let mut count: FxHashMap<u64, (u64, usize)> = FxHashMap::default();
+    for (i, &p) in reads.iter().enumerate() {
+        if area.contains(&p) {
+            continue;
+        }
+        count.entry(p).or_insert((0, i)).0 += 1;
+    }
+    let mut out: Vec<(usize, u64)> = count
+        .into_iter()
+        .filter(|(_, (c, _))| *c >= min_reads)
+        .map(|(p, (_, first))| (first, p))
+        .collect();
+    out.sort_unstable();
+    out.into_iter().map(|(_, p)| p).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(device: u64, free: &[(u64, u64)]) -> ReplicaSet {
+        let marks = Watermarks {
+            high: 0.0,
+            low: 0.0,
+            critical: 0.0,
+        };
+        ReplicaSet::new(device, free.iter().map(|&(s, e)| s..e).collect(), marks)
+    }
+
+    #[test]
+    fn replicas_go_next_to_the_hot_area_in_first_access_order() {
+        let mut s = set(10_000, &[(100, 200), (5_000, 5_100)]);
+        let placed = s.place(&[9_000, 9_001, 20, 21], 5_050, 0);
+        let slots: Vec<u64> = placed.iter().map(|p| p.1).collect();
+        assert_eq!(slots, vec![5_048, 5_049, 5_050, 5_051]);
+        assert_eq!(s.replicas(), 4);
+        assert_eq!(s.free_pages(), 200);
+    }
+
+    #[test]
+    fn a_read_uses_the_closest_copy_and_keeps_contiguous_copies_together() {
+        let mut s = set(10_000, &[(5_000, 5_100)]);
+        s.place(&[9_000, 9_001, 9_002], 5_010, 0);
+        let r = s.route_read(9_000, 3, 5_000);
+        assert_eq!(
+            r,
+            vec![ServedRun {
+                page: 5_009,
+                len: 3,
+                replica: true
+            }]
+        );
+        // With the head beside the original, the original wins.
+        let r = s.route_read(9_000, 3, 8_990);
+        assert!(!r[0].replica);
+        assert_eq!(s.replica_hits, 3);
+    }
+
+    #[test]
+    fn a_write_drops_replicas_and_claims_free_space() {
+        let mut s = set(10_000, &[(5_000, 5_100)]);
+        s.place(&[9_000, 9_001], 5_050, 0);
+        let (r0, r1) = (s.replicas_of(9_000)[0].page, s.replicas_of(9_001)[0].page);
+        // Writing the original: its replica goes back to free space.
+        assert_eq!(s.note_write(9_000, 9_001), vec![r0]);
+        assert!(s.replicas_of(9_000).is_empty());
+        // The client writing into the free space holding 9_001's replica claims it.
+        assert_eq!(s.note_write(r1, r1 + 1), vec![r1]);
+        assert!(s.replicas_of(9_001).is_empty());
+        assert_eq!(s.free_pages(), 99);
+        assert!(!s.route_read(9_001, 1, r1)[0].replica);
+    }
+
+    #[test]
+    fn trim_frees_and_keeps_replica_pages() {
+        let mut s = set(10_000, &[(5_000, 5_010)]);
+        s.place(&[9_000], 5_000, 0);
+        let r = s.replicas_of(9_000)[0].page;
+        s.note_trim(5_000, 5_010);
+        assert_eq!(
+            s.owner_of(r),
+            Some(9_000),
+            "fstrim of free space keeps our replica"
+        );
+        s.note_trim(9_000, 9_001);
+        assert!(s.replicas_of(9_000).is_empty());
+        assert_eq!(s.free_pages(), 11);
+    }
+
+    #[test]
+    fn watermarks_limit_and_reclaim_replicas() {
+        let marks = Watermarks {
+            high: 0.05,
+            low: 0.03,
+            critical: 0.01,
+        };
+        // 1000 pages, 100 free: the high mark keeps 50 untouched.
+        let mut s = ReplicaSet::new(1_000, std::iter::once(0..100).collect(), marks);
+        let placed = s.place(&(500..600).collect::<Vec<_>>(), 50, 0);
+        assert_eq!(placed.len(), 50);
+        // Read some replicas so they are recently used.
+        s.route_read(500, 10, 0);
+        // The client fills 25 of the untouched free pages. At the 21st, 29 are left, below
+        // the low mark (30): the 21 least recently used replicas go, 50 are untouched
+        // again, and the last 4 writes leave 46.
+        let untouched: Vec<u64> = s.available.iter().flatten().take(25).collect();
+        for p in untouched {
+            s.note_write(p, p + 1);
+        }
+        assert_eq!(s.replicas(), 29);
+        assert_eq!(s.available.total(), 46);
+        assert_eq!(
+            s.replicas_of(500).len(),
+            1,
+            "a recently read replica survives"
+        );
+        // Below the critical mark every replica goes.
+        let rest: Vec<u64> = s.available.iter().flatten().collect();
+        for p in rest {
+            s.note_write(p, p + 1);
+        }
+        assert_eq!(s.replicas(), 0);
+    }
+
+    #[test]
+    fn hot_area_and_candidates() {
+        let reads = [10, 11, 500, 501, 502, 500, 501, 502, 11, 900, 900];
+        let (area, centre) = hot_area(&reads, 100).unwrap();
+        assert_eq!(area, 500..600);
+        assert_eq!(centre, 501);
+        assert_eq!(replica_candidates(&reads, &area, 2), vec![11, 900]);
+    }
+}
