@@ -343,3 +343,40 @@ fn plan_out_writes_a_data_area_placement_for_dlr_frag() {
     let e = reblock_layout::Plan::from_json(&text, "frag.json").unwrap_err();
     assert!(e.to_string().contains("data-area"), "{e}");
 }
+
+/// A trace of two devices (the native format's optional seventh field) is evaluated once
+/// per device, each on a disk of its own sized from its own requests, never merged onto
+/// one: the JSON lists both under `devices`, each with its requests alone.
+#[test]
+fn evaluate_lays_out_each_trace_device_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("two.trace");
+    let mut text = String::new();
+    for i in 0..400u64 {
+        let (dev, sector) = if i % 4 == 0 {
+            (1, 9_000_000 + (i % 16) * 8)
+        } else {
+            (0, (i * 7_919 % 4_000) * 8)
+        };
+        text.push_str(&format!("{} 7 app {sector} 8 R {dev}\n", i * 1_000_000));
+    }
+    std::fs::write(&path, text).unwrap();
+    let out = reblock()
+        .args(["evaluate", "--policies", "vanilla,borg", "--json"])
+        .arg(&path)
+        .assert()
+        .success();
+    let v: Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let devices = v["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 2);
+    assert_eq!(devices[0]["trace_device"], 0);
+    assert_eq!(devices[1]["trace_device"], 1);
+    assert_eq!(devices[0]["requests"], 300);
+    assert_eq!(devices[1]["requests"], 100);
+    for d in devices {
+        assert!(d["device_choice"]["device"].as_str().is_some());
+        assert!(d["policies"]["vanilla"]["busy_time_s"].as_f64().unwrap() > 0.0);
+    }
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(err.contains("addresses 2 devices"), "{err}");
+}

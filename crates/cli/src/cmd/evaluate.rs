@@ -149,7 +149,7 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(spec) = &args.array.array {
         return run_array(spec, &args);
     }
-    let mut cfg = config(&args, args.device.as_deref().unwrap_or(DEFAULT_DISKS[0]))?;
+    let cfg = config(&args, args.device.as_deref().unwrap_or(DEFAULT_DISKS[0]))?;
     cfg.validate()?;
     let sweep = args.sweep.as_deref().map(Sweep::parse).transpose()?;
     let (mut reader, mut progress) = args.input.open_with_progress("reading")?;
@@ -162,18 +162,83 @@ pub fn run(args: Args) -> Result<()> {
     }
     progress.finish();
     report_bad_lines(&reader);
-    reblock_sim::require_single_device(requests.iter().map(|r| r.device))?;
+    let footer = reader.parquet_meta().and_then(|m| m.device_sectors);
     let trace = args.input.trace.display().to_string();
+    let by_device = split_by_device(requests);
+    if by_device.len() <= 1 {
+        let requests = by_device.into_values().next().unwrap_or_default();
+        let (eval, choice) = evaluate_one(&args, cfg, &requests, footer, &trace, sweep.as_ref())?;
+        write_report(args.report.as_deref(), &eval)?;
+        if args.json {
+            println!("{}", with_choice(&eval, choice.as_ref())?);
+        } else {
+            print_tables(&eval);
+        }
+        return Ok(());
+    }
+    // Several devices (an MSR or UMass trace of a whole server): each has its own layout,
+    // so each is evaluated alone on its own disk, never merged onto one.
+    eprintln!(
+        "reblock: {trace} addresses {} devices; each is evaluated on a device of its own",
+        by_device.len()
+    );
+    let mut devices = Vec::new();
+    for (dev, requests) in by_device {
+        let label = format!("{trace} (trace device {dev})");
+        let (eval, choice) =
+            evaluate_one(&args, cfg.clone(), &requests, None, &label, sweep.as_ref())?;
+        let dir = args
+            .report
+            .as_ref()
+            .map(|d| d.join(format!("device-{dev}")));
+        write_report(dir.as_deref(), &eval)?;
+        if args.json {
+            let mut v = with_choice(&eval, choice.as_ref())?;
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("trace_device".into(), dev.into());
+            }
+            devices.push(v);
+        } else {
+            println!("== trace device {dev}");
+            print_tables(&eval);
+            println!();
+        }
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({ "trace": trace, "devices": devices })
+        );
+    }
+    Ok(())
+}
+
+/// The trace's requests by the device they address, in device order.
+fn split_by_device(
+    requests: Vec<reblock_trace::Request>,
+) -> std::collections::BTreeMap<u32, Vec<reblock_trace::Request>> {
+    let mut by: std::collections::BTreeMap<u32, Vec<reblock_trace::Request>> = Default::default();
+    for r in requests {
+        by.entry(r.device).or_default().push(r);
+    }
+    by
+}
+
+/// One device's requests: sized from the data when no `--device` is given, then every
+/// policy evaluated.
+fn evaluate_one(
+    args: &Args,
+    mut cfg: EvalConfig,
+    requests: &[reblock_trace::Request],
+    footer: Option<u64>,
+    trace: &str,
+    sweep: Option<&Sweep>,
+) -> Result<(Evaluation, Option<DeviceChoice>)> {
     let choice = match &args.device {
         Some(_) => None,
-        None => {
-            let footer = reader.parquet_meta().and_then(|m| m.device_sectors);
-            Some(size_from_data(&args, &mut cfg, &requests, footer)?)
-        }
+        None => Some(size_from_data(args, &mut cfg, requests, footer)?),
     };
-    let points = 1 + sweep
-        .as_ref()
-        .map_or(0, |s| s.points.iter().map(|p| p.1.len()).sum());
+    let points = 1 + sweep.map_or(0, |s| s.points.iter().map(|p| p.1.len()).sum());
     let phases = match cfg.interval {
         Interval::Count { reconfigurations } => 2 * reconfigurations as u64 + 1,
         Interval::Every { .. } => 9,
@@ -187,26 +252,29 @@ pub fn run(args: Args) -> Result<()> {
         bar.set_message(format!("{point}: {policy} {phase}"));
         bar.inc(1);
     };
-    let eval = reblock_eval::evaluate(&requests, &trace, &cfg, sweep.as_ref(), &mut progress)
+    let eval = reblock_eval::evaluate(requests, trace, &cfg, sweep, &mut progress)
         .with_context(|| format!("evaluating {trace}"))?;
     bar.finish();
-    if let Some(dir) = &args.report {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let path = dir.join("index.html");
-        std::fs::write(&path, reblock_eval::html::render(&eval))
-            .with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("reblock: report written to {}", path.display());
-    }
-    if args.json {
-        let mut v = serde_json::to_value(&eval)?;
-        if let (Some(c), Some(obj)) = (&choice, v.as_object_mut()) {
-            obj.insert("device_choice".into(), serde_json::to_value(c)?);
-        }
-        println!("{v}");
-    } else {
-        print_tables(&eval);
-    }
+    Ok((eval, choice))
+}
+
+fn write_report(dir: Option<&std::path::Path>, eval: &Evaluation) -> Result<()> {
+    let Some(dir) = dir else { return Ok(()) };
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let path = dir.join("index.html");
+    std::fs::write(&path, reblock_eval::html::render(eval))
+        .with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("reblock: report written to {}", path.display());
     Ok(())
+}
+
+/// The evaluation as JSON with the sized-default choice beside it.
+fn with_choice(eval: &Evaluation, choice: Option<&DeviceChoice>) -> Result<serde_json::Value> {
+    let mut v = serde_json::to_value(eval)?;
+    if let (Some(c), Some(obj)) = (choice, v.as_object_mut()) {
+        obj.insert("device_choice".into(), serde_json::to_value(c)?);
+    }
+    Ok(v)
 }
 
 /// No `--device`: the data area and the disk from the data (see [`crate::sizing`]), unless
