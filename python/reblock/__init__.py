@@ -1,0 +1,140 @@
+"""reblock in the data stack: block traces as pyarrow Tables, workload analysis and
+frequent block pairs as the dicts ``reblock analyze --json`` and ``reblock pairs --json``
+print, computed by reblock's own Rust library (no subprocess).
+
+>>> import reblock
+>>> table = reblock.read_trace("trace.parquet")      # any format reblock reads
+>>> reblock.analyze("trace.parquet")["requests"]
+>>> reblock.pairs("trace.parquet", support=5)["pairs"][:3]
+
+The pair mining also runs on Spark: ``python -m reblock.spark pairs TRACE.parquet``
+(``pip install ./python[spark]``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Optional, Union
+
+import pyarrow as pa
+
+from . import _reblock
+from ._reblock import TraceError
+
+__all__ = [
+    "TraceError",
+    "read_trace",
+    "read_batches",
+    "trace_metadata",
+    "analyze",
+    "pairs",
+    "DEFAULT_PAIR_WINDOW",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+#: The pair window ``reblock pairs`` uses when none is given: 13, the disks less one of
+#: the default 14-disk array.
+DEFAULT_PAIR_WINDOW = 13
+
+
+def read_batches(path: PathLike, format: str = "auto", skip_bad: int = 0) -> pa.RecordBatchReader:
+    """The requests of the trace at ``path`` as a stream of record batches (64 Ki rows
+    each), decoded as they are read: for traces larger than memory.
+
+    ``format`` is a name ``reblock formats`` lists, or ``auto`` (sniffed; Parquet by its
+    magic). ``skip_bad`` tolerates that many malformed lines or rows. The batches have
+    reblock's Parquet schema (docs/parquet.md): ts_ns and sector Int64, pid, device and
+    sectors UInt32, command a dictionary, op "R" or "W". They cross from Rust through
+    Arrow's C stream interface: pyarrow takes over the buffers without copying them.
+
+    Raises :class:`TraceError` naming the file, line or row, and field.
+    """
+    capsule = _reblock.trace_stream(os.fspath(path), format, skip_bad)
+    return pa.RecordBatchReader._import_from_c_capsule(capsule)
+
+
+def read_trace(path: PathLike, format: str = "auto", skip_bad: int = 0) -> pa.Table:
+    """The whole trace at ``path`` as a pyarrow Table (see :func:`read_batches`).
+
+    >>> t = read_trace("dev_kernel.trace.txt.zst")
+    >>> t.num_rows, t.schema.names
+    """
+    try:
+        return read_batches(path, format, skip_bad).read_all()
+    except (pa.ArrowException, OSError) as e:
+        # A bad row found while streaming arrives as an Arrow error: same message.
+        raise TraceError(str(e)) from None
+
+
+def trace_metadata(path: PathLike) -> Dict[str, Any]:
+    """The reblock metadata in a Parquet trace's footer: ``device_sectors``,
+    ``source_format`` and ``schema_version`` (each None when absent)."""
+    device_sectors, source_format, schema_version = _reblock.parquet_meta(os.fspath(path))
+    return {
+        "device_sectors": device_sectors,
+        "source_format": source_format,
+        "schema_version": schema_version,
+    }
+
+
+def analyze(
+    path: PathLike,
+    *,
+    page_size: Union[int, str] = 4096,
+    interval: str = "1d",
+    device_size: Optional[Union[int, str]] = None,
+    idle_threshold: str = "100ms",
+    burst_window: str = "1s",
+    format: str = "auto",
+    skip_bad: int = 0,
+) -> Dict[str, Any]:
+    """Workload characterization of the trace at ``path``: the dict ``reblock analyze
+    --json`` prints (same keys, same values), with the same options.
+
+    ``interval`` is the working-set interval: a duration (``1d``, ``1h``, ``30m``), a
+    plain number of requests, or ``days`` for the capture's "DAY N START" markers.
+    ``device_size`` (bytes, or ``8G``) defaults to the capture's .meta.json or the
+    Parquet footer. The analysis streams: memory follows the distinct pages, not the
+    requests.
+    """
+    text = _reblock.analyze_json(
+        os.fspath(path),
+        str(page_size),
+        str(interval),
+        None if device_size is None else str(device_size),
+        idle_threshold,
+        burst_window,
+        format,
+        skip_bad,
+    )
+    return json.loads(text)
+
+
+def pairs(
+    path: PathLike,
+    support: int = 1,
+    *,
+    session: str = "100us",
+    mine: str = "both",
+    block_size: int = 512,
+    window: int = DEFAULT_PAIR_WINDOW,
+    format: str = "auto",
+    skip_bad: int = 0,
+) -> Dict[str, Any]:
+    """The frequent block pairs of the trace at ``path``: the dict ``reblock pairs
+    --json`` prints, ``{"pairs": [{"a": .., "b": .., "support": ..}, ...]}`` with blocks
+    ``a < b`` sorted.
+
+    Sessions group the requests arriving within ``session`` of a session's first request
+    (or ``"request"``: one session per request), of the ops ``mine`` names (``reads``,
+    ``writes``, ``both``); blocks are ``block_size`` bytes; each block pairs with the
+    next ``window`` blocks of its session; pairs shared by at least ``support`` sessions
+    are kept. The parallel-array optimizer's pair mining, as ``reblock evaluate --array``
+    runs it.
+    """
+    text = _reblock.pairs_json(
+        os.fspath(path), support, session, mine, block_size, window, format, skip_bad
+    )
+    return json.loads(text)
