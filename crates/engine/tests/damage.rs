@@ -4,26 +4,12 @@
 //! it.
 
 use reblock_engine::check::check;
-use reblock_engine::format::LayoutRequest;
 use reblock_engine::{Dev, Engine, EngineOptions, Fault, FaultStore, FileStore, Layout, Store};
 use reblock_layout::Plan;
 use std::sync::Arc;
 
-fn layout() -> Layout {
-    Layout::plan(&LayoutRequest {
-        data_bytes: 256 * 4096,
-        bopt_bytes: 8 * (2 * 4096 + 8 * 4096) + 3 * 4096,
-        page_bytes: 4096,
-        segment_pages: 8,
-        write_buffer_fraction: 0.25,
-        separate: false,
-    })
-    .unwrap()
-}
-
-fn page(fill: u8) -> Vec<u8> {
-    vec![fill; 4096]
-}
+mod small;
+use small::{layout, page};
 
 fn setup() -> (Arc<FaultStore>, Layout) {
     let l = layout();

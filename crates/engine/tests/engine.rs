@@ -3,27 +3,14 @@
 //! keeping dirty bits, and the offline check finding and repairing damage.
 
 use reblock_engine::check::check;
-use reblock_engine::format::{LayoutRequest, FLAG_NEEDS_CHECK};
+use reblock_engine::format::FLAG_NEEDS_CHECK;
 use reblock_engine::meta::read_superblock;
 use reblock_engine::{Dev, Engine, EngineOptions, Layout, MemStore, Store};
 use reblock_layout::Plan;
 use std::sync::Arc;
 
-fn layout() -> Layout {
-    Layout::plan(&LayoutRequest {
-        data_bytes: 256 * 4096,
-        bopt_bytes: 8 * (2 * 4096 + 8 * 4096) + 3 * 4096,
-        page_bytes: 4096,
-        segment_pages: 8,
-        write_buffer_fraction: 0.25,
-        separate: false,
-    })
-    .unwrap()
-}
-
-fn page(fill: u8) -> Vec<u8> {
-    vec![fill; 4096]
-}
+mod small;
+use small::{layout, page};
 
 fn setup() -> (Arc<MemStore>, Layout) {
     let l = layout();
