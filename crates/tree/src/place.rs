@@ -130,9 +130,20 @@ fn full(layout: &'static str, needed: u64, disk: &Disk<'_>) -> TreeError {
     TreeError::DiskFull {
         layout,
         message: format!(
-            "needs more than the {} sectors of {} (the document needs {needed} sectors of blocks); use a larger block size or a larger drive",
-            disk.capacity,
-            disk.hdd.geometry().cylinders()
+            "the document's blocks need {needed} sectors and this layout's free space between them more than the drive's {} sectors; use a larger block size or a larger drive",
+            disk.capacity
+        ),
+    }
+}
+
+/// Algorithm 2 ran out of tracks: it gives every children run a fresh track.
+fn out_of_tracks(sn: &Supernodes, disk: &Disk<'_>) -> TreeError {
+    let runs = sn.list.iter().filter(|s| !s.children.is_empty()).count();
+    TreeError::DiskFull {
+        layout: "tree-structured",
+        message: format!(
+            "gives each of the document's {runs} children runs a track of its own, but the drive has {} tracks; use a larger block size (fewer supernodes), a larger drive, or the optimized layout (ekm-ots), which shares tracks",
+            disk.tracks.len()
         ),
     }
 }
@@ -212,12 +223,12 @@ fn place_tree(
             continue;
         }
         if next_track >= disk.tracks.len() {
-            return Err(full("tree-structured", sn.total_blocks() * spb, disk));
+            return Err(out_of_tracks(sn, disk));
         }
         let parent_len = sn.list[s].blocks as u64 * spb;
         let start = disk.semi_sequential(sector_of[s], parent_len, next_track);
         if start + len > disk.capacity {
-            return Err(full("tree-structured", sn.total_blocks() * spb, disk));
+            return Err(out_of_tracks(sn, disk));
         }
         place_children(sn, s, spb, start, sector_of);
         disk.mark(start, len);
