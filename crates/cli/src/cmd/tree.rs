@@ -17,7 +17,8 @@ use reblock_tree::xpath::Query;
 /// tree-structured and optimized placements, and each query's I/O time and access types
 /// on every layout (default, seq-ts, tp-ts, ekm-ts, ekm-ots), next to the analytic
 /// model. Tree layouts win for queries that walk siblings and lose for queries that read
-/// whole subtrees; this measures by how much on your documents.
+/// whole subtrees (or every child of every item, where those children are most of the
+/// document); this measures by how much on your documents.
 ///
 /// Example: reblock tree catalog.xml --device hdd:barracuda --query '/catalog/item/name'
 /// --query '//*'
