@@ -141,10 +141,13 @@ def run_disksim(binary, parv_dir, parv, trace, out_dir, cache=None):
     return float(m.group(1)), elapsed
 
 
-def run_reblock(binary, trace, device):
+def run_reblock(binary, trace, device, scheduler="fcfs"):
+    """reblock's mean response (ms) and run time; `scheduler` is the host queue's order,
+    as the DiskSim package's driver has it."""
     began = time.perf_counter()
     p = subprocess.run([binary, "simulate", trace, "--format", "ascii", "--device", device,
-                        "--json"], check=True, capture_output=True, text=True)
+                        "--scheduler", scheduler, "--json"],
+                       check=True, capture_output=True, text=True)
     elapsed = time.perf_counter() - began
     return json.loads(p.stdout)["mean_response_ms"], elapsed
 
@@ -202,7 +205,9 @@ def main():
             else:
                 ds, _ = run_disksim(disksim, args.ssd, "ssd-iozone.parv", ds_trace, tmp,
                                     cache)
-                rb, _ = run_reblock(args.reblock, rb_trace, "ssd:k9")
+                # The SSD package's driver queue is CYCLE_LBN ("Scheduling policy = 3"):
+                # an ascending sweep over block numbers, which reblock calls clook.
+                rb, _ = run_reblock(args.reblock, rb_trace, "ssd:k9", "clook")
             rows.append((s.name, s.what, ds, rb))
             print(f"{s.name:<20} DiskSim {ds:9.3f} ms  reblock {rb:9.3f} ms  "
                   f"{100 * (rb - ds) / ds:+6.1f}%", file=sys.stderr)
