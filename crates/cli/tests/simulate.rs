@@ -221,3 +221,61 @@ fn table_output_names_busy_time_and_response() {
         assert!(text.contains(part), "{text} lacks {part:?}");
     }
 }
+
+/// A real two-disk MSR trace: the wdev server's disks 1 and 3 (whole volumes from SNIA
+/// IOTTA's MSR Cambridge set), merged in timestamp order as the server recorded them.
+fn wdev_two_disks(dir: &Path) -> PathBuf {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut lines: Vec<(u64, String)> = ["msr-wdev_1.csv", "msr-wdev_3.csv"]
+        .iter()
+        .flat_map(|f| {
+            std::fs::read_to_string(data.join(f))
+                .unwrap()
+                .lines()
+                .map(|l| (l.split(',').next().unwrap().parse().unwrap(), l.to_string()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    lines.sort();
+    let path = dir.join("wdev.csv");
+    let text: String = lines.iter().map(|(_, l)| format!("{l}\n")).collect();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_two_disk_msr_trace_whole_matches_its_disks_one_by_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--device", "hdd:cheetah15k5"];
+    let whole = simulate_json(&args, &wdev_two_disks(dir.path()));
+    assert_eq!(whole["requests"], 1055 + 682);
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut weighted = 0.0;
+    for (disk, file, n) in [(1, "msr-wdev_1.csv", 1055), (3, "msr-wdev_3.csv", 682)] {
+        let alone = simulate_json(&args, &data.join(file));
+        assert_eq!(alone["requests"], n);
+        let part = whole["trace_devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["trace_device"] == disk)
+            .unwrap_or_else(|| panic!("disk {disk} missing in {whole}"));
+        assert_eq!(part["requests"], n);
+        // Each disk alone and inside the whole trace: the same figures (the replay's time
+        // origin moves the rotational phase a little).
+        let (a, p) = (f(&alone, "mean_response_ms"), f(part, "mean_response_ms"));
+        assert!(
+            (a - p).abs() / a < 0.02,
+            "disk {disk}: alone {a} ms, in the whole {p} ms"
+        );
+        weighted += a * n as f64;
+    }
+    let one_by_one = weighted / (1055 + 682) as f64;
+    let w = f(&whole, "mean_response_ms");
+    assert!(
+        (w - one_by_one).abs() / one_by_one < 0.02,
+        "whole {w} ms, one by one {one_by_one} ms"
+    );
+    // One model per disk, never the two merged onto one.
+    assert_eq!(whole["trace_devices"].as_array().unwrap().len(), 2);
+}

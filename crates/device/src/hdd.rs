@@ -675,10 +675,13 @@ impl Device for Hdd {
     fn queue_depth(&self) -> usize {
         self.queue_depth
     }
-    /// Waits (command overhead, write-backs, seek, rotation) without the transfer.
+    /// Seek and rotational wait from where the head is at `start_ns`, whatever the cache
+    /// holds: DiskSim's drive queue (SPTF, "Scheduling policy = 8") estimates each
+    /// command mechanically, without looking in the cache, so a write the cache would
+    /// take at once is not served ahead of the reads.
     fn positioning_ns(&self, start_ns: u64, req: &DevRequest) -> u64 {
-        let s = self.plan(start_ns, req).0;
-        s.total_ns - s.transfer_ns
+        let t = start_ns as f64;
+        self.reach_ns(t, self.head_at(t), req).round() as u64
     }
     fn energy_j(&self, elapsed_ns: u64) -> Option<f64> {
         self.power.map(|p| p.energy_j(elapsed_ns, self.activity))

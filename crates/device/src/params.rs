@@ -299,9 +299,18 @@ pub struct SsdParams {
     pub erase_us: f64,
     /// Bus transfer per byte between controller and flash element.
     pub bus_ns_per_byte: f64,
-    /// Fixed controller cost per page operation.
+    /// Out-of-band bytes that cross the flash bus with every 512 data bytes (the MSR
+    /// model moves 16 spare bytes per sector: 528 bytes each). Default 0.
+    #[serde(default)]
+    pub spare_bytes_per_sector: u32,
+    /// Fixed cost per request on the host interface, which all elements share.
     #[serde(default)]
     pub overhead_us: f64,
+    /// Host-interface transfer per 512-byte sector of a request (DiskSim's "block
+    /// transfer time" of the bus to the host). The interface moves one request at a
+    /// time. Default 0.
+    #[serde(default)]
+    pub host_ns_per_sector: f64,
     /// Fraction of the flash hidden from the host (0.15 = 15%).
     pub over_provisioning: f64,
     /// GC starts when an element has fewer free blocks than this.
@@ -567,6 +576,8 @@ fn validate(file: &str, params: &ModelParams) -> Result<(), ModelError> {
             non_negative("program_us", s.program_us)?;
             non_negative("erase_us", s.erase_us)?;
             non_negative("bus_ns_per_byte", s.bus_ns_per_byte)?;
+            non_negative("overhead_us", s.overhead_us)?;
+            non_negative("host_ns_per_sector", s.host_ns_per_sector)?;
             if !(0.0..0.9).contains(&s.over_provisioning) {
                 return Err(key_err(file, "over_provisioning", "must be in [0, 0.9)"));
             }

@@ -1,10 +1,13 @@
 //! The flash device model (DESIGN.md "Device models"; the SSD of seed 003).
 //!
 //! Flash elements (channels x packages x dies) work in parallel; each serves one page
-//! operation at a time: a read costs overhead + page read + bus transfer of the bytes
-//! asked for, a write overhead + bus transfer + page program, plus any garbage collection
-//! it triggers. Planes of one element are not overlapped (no multi-plane commands): an
-//! honest lower bound on the MSR model's parallelism.
+//! operation at a time: a read costs page read + flash-bus transfer of the bytes asked
+//! for (with their spare bytes), a write bus transfer + page program, plus any garbage
+//! collection it triggers. Planes of one element are not overlapped: the MSR model with
+//! one parallel unit per element ("Number of parallel units = 1") does not overlap them
+//! either. A finished request then crosses the host interface, one request at a time
+//! (DiskSim's bus to the host: a fixed overhead plus a transfer time per sector); in the
+//! MSR model completions wait for that bus in the order their elements finish.
 //!
 //! Parallelism: logical pages are striped over the elements (page `p` on element
 //! `p mod E`), and the device keeps a busy-until time per element. A request's pages on
@@ -39,12 +42,15 @@ pub struct Ssd {
     program_ns: f64,
     erase_ns: f64,
     bus_ns_per_byte: f64,
+    /// Flash-bus bytes per 512 data bytes (data + spare).
+    bus_bytes_per_sector: f64,
     overhead_ns: f64,
+    host_ns_per_sector: f64,
     gc_free_blocks: u32,
     queue_depth: usize,
-    /// Start times (ns) of the host-interface transfers booked, each `overhead_ns` long:
-    /// the interface is one, shared by all elements.
-    host_bus: std::collections::BTreeSet<u64>,
+    /// Host-interface transfers booked, start (ns) -> end (ns): the interface is one,
+    /// shared by all elements.
+    host_bus: std::collections::BTreeMap<u64, u64>,
     busy_until_ns: Vec<f64>,
     ftl: Vec<Option<Box<ElementFtl>>>,
     stats: FlashStats,
@@ -153,7 +159,9 @@ impl Ssd {
             program_ns: p.program_us * 1e3,
             erase_ns: p.erase_us * 1e3,
             bus_ns_per_byte: p.bus_ns_per_byte,
+            bus_bytes_per_sector: 512.0 + p.spare_bytes_per_sector as f64,
             overhead_ns: p.overhead_us * 1e3,
+            host_ns_per_sector: p.host_ns_per_sector,
             gc_free_blocks: p.gc_free_blocks.max(1),
             queue_depth: p.queue_depth.max(1) as usize,
             host_bus: Default::default(),
@@ -180,7 +188,7 @@ impl Ssd {
     /// Element time of one page operation moving `bytes` over the element's bus.
     fn page_ns(&self, write: bool, bytes: u64) -> f64 {
         let flash = if write { self.program_ns } else { self.read_ns };
-        flash + bytes as f64 * self.bus_ns_per_byte
+        flash + bytes as f64 / 512.0 * self.bus_bytes_per_sector * self.bus_ns_per_byte
     }
 
     /// Writes local page `lpn` of element `e`; returns the GC time it triggered.
@@ -258,31 +266,39 @@ impl Ssd {
             done = done.max(t);
         }
         self.last_sector = end;
-        self.book_host_bus(start, done) - start
+        let host_ns = self.host_ns(end - first);
+        self.book_host_bus(start, done, host_ns) - start
     }
 
-    /// Books the host interface for `overhead_ns` in its first free gap from `ready_ns`;
+    /// Time of a request of `sectors` on the host interface.
+    fn host_ns(&self, sectors: u64) -> u64 {
+        (self.overhead_ns + sectors as f64 * self.host_ns_per_sector).round() as u64
+    }
+
+    /// Books the host interface for `len` ns in its first free gap from `ready_ns`;
     /// returns when the transfer ends. Bookings that ended before `now_ns` are dropped
     /// (every later request starts after it).
-    fn book_host_bus(&mut self, now_ns: f64, ready_ns: f64) -> f64 {
-        let len = self.overhead_ns.round() as u64;
+    fn book_host_bus(&mut self, now_ns: f64, ready_ns: f64, len: u64) -> f64 {
         if len == 0 {
             return ready_ns;
         }
-        while let Some(&first) = self.host_bus.first() {
-            if (first + len) as f64 > now_ns {
+        while let Some((_, &end)) = self.host_bus.first_key_value() {
+            if end as f64 > now_ns {
                 break;
             }
             self.host_bus.pop_first();
         }
         let mut at = ready_ns.round() as u64;
-        for &b in self.host_bus.range(at.saturating_sub(len) + 1..) {
+        // Bookings may differ in length: any that started before `at` may still be on.
+        for (&b, &e) in self.host_bus.iter() {
             if b >= at + len {
                 break;
             }
-            at = at.max(b + len);
+            if e > at {
+                at = e;
+            }
         }
-        self.host_bus.insert(at);
+        self.host_bus.insert(at, at + len);
         (at + len) as f64
     }
 }
@@ -318,7 +334,7 @@ impl Device for Ssd {
             }
             done = done.max(t);
         }
-        (done - start + self.overhead_ns).round() as u64
+        (done - start).round() as u64 + self.host_ns(end - first)
     }
     fn position_key(&self, sector: u64) -> u64 {
         sector

@@ -518,3 +518,20 @@ fn energy_counts_idle_over_the_run_and_extra_power_while_busy() {
         "{e}"
     );
 }
+
+#[test]
+fn the_drive_queue_ranks_a_cached_write_by_its_seek_and_rotation() {
+    // DiskSim's SPTF estimates every queued command mechanically, without the cache: a
+    // write the cache would take at once ranks like a read of the same sectors, so it
+    // does not jump ahead of nearer reads.
+    let mut d = hdd("cheetah15k5");
+    d.service(0, &read(1_000, 8));
+    let far = d.capacity_sectors() / 2;
+    let t = GAP_NS;
+    let w = d.positioning_ns(t, &write(far, 8));
+    assert_eq!(w, d.positioning_ns(t, &read(far, 8)));
+    // Half the drive away: a seek of milliseconds, not the write's 0.28 ms overhead.
+    assert!(w > 1_000_000, "{w} ns");
+    // A nearer read ranks first.
+    assert!(d.positioning_ns(t, &read(1_200, 8)) < w);
+}
