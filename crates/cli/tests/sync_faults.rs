@@ -310,7 +310,9 @@ impl Bench {
             sock: dir.path().join("init.sock"),
         };
         let t = Instant::now();
-        while !srv.sock.exists() {
+        // The NBD socket is bound before the image is opened (and formatted); the
+        // control socket appears only once the engine serves it.
+        while !(srv.sock.exists() && srv.sock.with_extension("sock.ctl").exists()) {
             assert!(t.elapsed() < Duration::from_secs(30));
             std::thread::sleep(Duration::from_millis(10));
         }
