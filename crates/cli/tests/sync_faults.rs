@@ -248,7 +248,10 @@ fn wait_reconfigured(srv: &Server) {
         let Some(s) = srv.control(&serde_json::json!({"cmd": "status"})) else {
             return;
         };
-        if s["result"]["reconfiguration"]["steps_pending"] == 0 {
+        // A read-only engine (after a failed write) runs no more steps: waiting out the
+        // timeout made each EIO round 10 s longer.
+        if s["result"]["reconfiguration"]["steps_pending"] == 0 || s["result"]["read_only"] == true
+        {
             return;
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -310,7 +313,9 @@ impl Bench {
             sock: dir.path().join("init.sock"),
         };
         let t = Instant::now();
-        while !srv.sock.exists() {
+        // The NBD socket is bound before the image is opened (and formatted); the
+        // control socket appears only once the engine serves it.
+        while !(srv.sock.exists() && srv.sock.with_extension("sock.ctl").exists()) {
             assert!(t.elapsed() < Duration::from_secs(30));
             std::thread::sleep(Duration::from_millis(10));
         }

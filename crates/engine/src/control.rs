@@ -123,28 +123,51 @@ fn serve_conn(s: UnixStream, engine: &Engine) {
     }
 }
 
+/// Why a control request got no result.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error("{}: cannot reach the server's control socket: {source}", path.display())]
+    Connect { path: PathBuf, source: io::Error },
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{}: bad reply {line:?}: {source}", path.display())]
+    BadReply {
+        path: PathBuf,
+        line: String,
+        source: serde_json::Error,
+    },
+    /// The server answered with an error (its message).
+    #[error("{0}")]
+    Refused(String),
+}
+
 /// Sends one request to a control socket and returns the `result` (or the error).
-pub fn request(path: &Path, req: &Value) -> Result<Value, String> {
-    let s = UnixStream::connect(path).map_err(|e| {
-        format!(
-            "{}: cannot reach the server's control socket: {e}",
-            path.display()
-        )
+pub fn request(path: &Path, req: &Value) -> Result<Value, ControlError> {
+    let s = UnixStream::connect(path).map_err(|source| ControlError::Connect {
+        path: path.to_path_buf(),
+        source,
     })?;
-    let mut w = s.try_clone().map_err(|e| e.to_string())?;
-    writeln!(w, "{req}").map_err(|e| e.to_string())?;
+    let io_err = |source| ControlError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut w = s.try_clone().map_err(io_err)?;
+    writeln!(w, "{req}").map_err(io_err)?;
     let mut line = String::new();
-    BufReader::new(s)
-        .read_line(&mut line)
-        .map_err(|e| e.to_string())?;
-    let v: Value = serde_json::from_str(&line).map_err(|e| format!("bad reply {line:?}: {e}"))?;
+    BufReader::new(s).read_line(&mut line).map_err(io_err)?;
+    let v: Value = serde_json::from_str(&line).map_err(|source| ControlError::BadReply {
+        path: path.to_path_buf(),
+        line: line.clone(),
+        source,
+    })?;
     if v.get("ok") == Some(&Value::Bool(true)) {
         Ok(v.get("result").cloned().unwrap_or(Value::Null))
     } else {
-        Err(v
-            .get("error")
-            .and_then(Value::as_str)
-            .unwrap_or("unknown error")
-            .to_owned())
+        Err(ControlError::Refused(
+            v.get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown error")
+                .to_owned(),
+        ))
     }
 }

@@ -23,7 +23,12 @@
 //!   same page that was already acknowledged. Writes to pages of different stripes still
 //!   run in parallel.
 //!
-//! Lock order: stripes (ascending), commit, gate, state.
+//! * A destage (engine/destage.rs) holds `commit` for its batch and, per eviction, the
+//!   stripes of the pages it copies home, but not the gate: foreground requests keep
+//!   running, and the slots it frees are held unallocated until its commit.
+//!
+//! Lock order: commit, stripes (ascending), gate, state. (No path holding stripes takes
+//! `commit`: a FUA write flushes after releasing them.)
 
 use crate::format::{Layout, Summary, Superblock, FLAG_DIRTY, FLAG_NEEDS_CHECK};
 use crate::meta::{self, MetaError, RebuildReport};
@@ -38,6 +43,8 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Instant;
+
+mod destage;
 
 /// Engine knobs (the CLI's flags and TOML file fill them).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -361,6 +368,7 @@ impl Engine {
             ..opts
         };
         let mut ind = Indirector::with_map(geo, map);
+        ind.set_home_under_pressure(true);
         if let Some(p) = opts.destage_below_free_pages {
             ind.set_destage_below_free_pages(p);
         }
@@ -822,39 +830,59 @@ impl Engine {
     /// commit lock and the gate held.
     fn copy_and_apply(&self, step: &Step) -> io::Result<()> {
         if let Step::Copy(op) = step {
-            let mut buf = vec![0u8; op.bytes(&self.geo) as usize];
-            let mut at = 0usize;
-            for e in op.src.device_extents(&self.geo) {
-                let n = e.bytes() as usize;
-                self.store
-                    .read_at(
-                        Self::dev_of(op.src.region),
-                        &mut buf[at..at + n],
-                        e.start_sector * 512,
-                    )
-                    .map_err(|e| self.io_failed(e, "copy read"))?;
-                at += n;
-            }
-            at = 0;
-            for e in op.dst.device_extents(&self.geo) {
-                let n = e.bytes() as usize;
-                self.store
-                    .write_at(
-                        Self::dev_of(op.dst.region),
-                        &buf[at..at + n],
-                        e.start_sector * 512,
-                    )
-                    .map_err(|e| self.io_failed(e, "copy write"))?;
-                at += n;
-            }
-            self.counters
-                .bytes_moved
-                .fetch_add(buf.len() as u64, Relaxed);
+            self.copy_pages(op)?;
         }
+        self.apply_step(step, false)
+    }
+
+    /// Copies a step's pages from its source to its destination. The caller keeps
+    /// anyone from writing either side meanwhile (the gate, or the pages' stripes and
+    /// the commit lock).
+    fn copy_pages(&self, op: &reblock_layout::CopyOp) -> io::Result<()> {
+        let mut buf = vec![0u8; op.bytes(&self.geo) as usize];
+        let mut at = 0usize;
+        for e in op.src.device_extents(&self.geo) {
+            let n = e.bytes() as usize;
+            self.store
+                .read_at(
+                    Self::dev_of(op.src.region),
+                    &mut buf[at..at + n],
+                    e.start_sector * 512,
+                )
+                .map_err(|e| self.io_failed(e, "copy read"))?;
+            at += n;
+        }
+        at = 0;
+        for e in op.dst.device_extents(&self.geo) {
+            let n = e.bytes() as usize;
+            self.store
+                .write_at(
+                    Self::dev_of(op.dst.region),
+                    &buf[at..at + n],
+                    e.start_sector * 512,
+                )
+                .map_err(|e| self.io_failed(e, "copy write"))?;
+            at += n;
+        }
+        self.counters
+            .bytes_moved
+            .fetch_add(buf.len() as u64, Relaxed);
+        Ok(())
+    }
+
+    /// Applies a step's map effect after its copy, marks its segments for the next
+    /// commit and counts it. With `hold`, the slots it frees stay unallocatable until
+    /// [`Indirector::release_held`] (after the commit that stops naming them).
+    fn apply_step(&self, step: &Step, hold: bool) -> io::Result<()> {
         let mut st = lock(&self.state);
         st.ind
             .apply(step)
             .map_err(|e| io::Error::other(e.to_string()))?;
+        if hold {
+            for slot in step_freed_slots(step) {
+                st.ind.hold_slot(slot);
+            }
+        }
         for run in step_bopt_runs(step) {
             for slot in run.0..run.1 {
                 let seg = self.geo.segment_of(slot) as usize;
@@ -906,7 +934,7 @@ impl Engine {
             }
             st.ind.destage_oldest(self.opts.max_copy_pages)
         };
-        self.run_steps(&steps)
+        self.destage(&steps)
     }
 
     fn after_reconfig_step(&self, ok: bool) {
@@ -1152,6 +1180,16 @@ fn mode_name(mode: Mode, mapped_pages: u32) -> String {
         return "detached".into();
     }
     format!("{mode:?}").to_lowercase()
+}
+
+/// BOPT slots a step frees (a drop's, an eviction's source).
+fn step_freed_slots(step: &Step) -> std::ops::Range<u32> {
+    let run = match step {
+        Step::Drop(r) => *r,
+        Step::Copy(op) if op.kind == CopyKind::Evict => op.src,
+        Step::Copy(_) => return 0..0,
+    };
+    run.first as u32..run.end() as u32
 }
 
 /// BOPT slot ranges a step touches (their segments' summaries change).

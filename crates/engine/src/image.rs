@@ -1,7 +1,7 @@
 //! Opening a backing image for serving: exclusive lock, superblock discovery, and
 //! formatting on first use without ever formatting over an existing superblock.
 
-use crate::format::{Layout, LayoutRequest};
+use crate::format::{FormatError, Layout, LayoutRequest};
 use crate::meta::{self, MetaError};
 use crate::store::{file_len, FileStore, Store};
 use std::fs::{File, OpenOptions};
@@ -29,6 +29,83 @@ pub struct ImageOptions {
     pub create_bytes: Option<u64>,
 }
 
+/// Why an image could not be opened (or formatted) for serving. Each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: in use by another reblock process (it holds the image's lock)", path.display())]
+    InUse { path: PathBuf },
+    #[error("{}: flock: {source}", path.display())]
+    Lock {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    Meta {
+        path: PathBuf,
+        source: Box<MetaError>,
+    },
+    #[error(
+        "{}: an existing image with no reblock superblock{}. If it was served \
+         with a separate BOPT device, pass that device with --bopt-device: formatting a \
+         new BOPT would hide the pages the old one holds, flushed writes included. If it \
+         is a plain image (or disk) to start caching, pass --format to format a new BOPT \
+         (the data area keeps its bytes)",
+        path.display(),
+        match bopt_device {
+            Some(p) => format!(" (the BOPT device given, {}, has none either)", p.display()),
+            None => String::new(),
+        }
+    )]
+    ExistingData {
+        path: PathBuf,
+        bopt_device: Option<PathBuf>,
+    },
+    #[error(
+        "{}: the BOPT device is not empty and has no reblock superblock; is it the right \
+         device? Pass --format to overwrite it with a new BOPT",
+        path.display()
+    )]
+    BoptDeviceNotEmpty { path: PathBuf },
+    #[error(
+        "{}: no reblock superblock found; pass --bopt-size SIZE to format one (or --bopt-device DEV if its BOPT lives on a separate device)",
+        path.display()
+    )]
+    NotFormatted { path: PathBuf },
+    #[error("{}: not formatted, and --read-only forbids formatting", path.display())]
+    ReadOnlyUnformatted { path: PathBuf },
+    #[error(
+        "{}: a block device without a superblock; formatting overwrites its last {bopt_bytes} bytes: pass --format to confirm",
+        path.display()
+    )]
+    BlockDeviceUnconfirmed { path: PathBuf, bopt_bytes: u64 },
+    #[error("{}: {source}", path.display())]
+    Layout { path: PathBuf, source: FormatError },
+    #[error("{}: {len} bytes is too small for the BOPT ({needed} bytes)", path.display())]
+    BoptDeviceTooSmall {
+        path: PathBuf,
+        len: u64,
+        needed: u64,
+    },
+    #[error("{}: format: {source}", path.display())]
+    Format {
+        path: PathBuf,
+        source: Box<MetaError>,
+    },
+}
+
+/// An [`ImageError::Io`] naming `path`.
+fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> ImageError + '_ {
+    move |source| ImageError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// What opening did.
 #[derive(Clone, Debug)]
 pub struct Opened {
@@ -37,18 +114,18 @@ pub struct Opened {
     pub formatted: Option<Layout>,
 }
 
-fn open_file(path: &Path, read_only: bool, create: bool) -> Result<File, String> {
+fn open_file(path: &Path, read_only: bool, create: bool) -> Result<File, ImageError> {
     OpenOptions::new()
         .read(true)
         .write(!read_only)
         .create(create && !read_only)
         .truncate(false)
         .open(path)
-        .map_err(|e| format!("{}: {e}", path.display()))
+        .map_err(io_at(path))
 }
 
 /// Takes an exclusive, non-blocking flock: a second `serve` on the same image is refused.
-pub fn lock_exclusive(f: &File, path: &Path) -> Result<(), String> {
+pub fn lock_exclusive(f: &File, path: &Path) -> Result<(), ImageError> {
     // SAFETY: flock on a descriptor we own; no memory is passed.
     let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if r == 0 {
@@ -56,12 +133,14 @@ pub fn lock_exclusive(f: &File, path: &Path) -> Result<(), String> {
     }
     let e = std::io::Error::last_os_error();
     if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-        return Err(format!(
-            "{}: in use by another reblock process (it holds the image's lock)",
-            path.display()
-        ));
+        return Err(ImageError::InUse {
+            path: path.to_path_buf(),
+        });
     }
-    Err(format!("{}: flock: {e}", path.display()))
+    Err(ImageError::Lock {
+        path: path.to_path_buf(),
+        source: e,
+    })
 }
 
 fn is_block(f: &File) -> bool {
@@ -76,13 +155,13 @@ fn is_empty(f: &File) -> bool {
     !is_block(f) && f.metadata().is_ok_and(|m| m.len() == 0)
 }
 
-pub fn open_image(o: &ImageOptions) -> Result<Opened, String> {
+pub fn open_image(o: &ImageOptions) -> Result<Opened, ImageError> {
     let create = o.create_bytes.is_some() && !o.image.exists();
     let data = open_file(&o.image, o.read_only, create)?;
     lock_exclusive(&data, &o.image)?;
     if create {
         data.set_len(o.create_bytes.unwrap_or(0))
-            .map_err(|e| format!("{}: {e}", o.image.display()))?;
+            .map_err(io_at(&o.image))?;
     }
     let fresh_image = create || is_empty(&data);
     let mut fresh_bopt = true;
@@ -105,10 +184,10 @@ pub fn open_image(o: &ImageOptions) -> Result<Opened, String> {
             refuse_formatting_data(o, fresh_image, fresh_bopt)?;
             format_fresh(o, store)
         }
-        Err(e) => Err(format!(
-            "{}: {e}",
-            o.bopt_device.as_ref().unwrap_or(&o.image).display()
-        )),
+        Err(source) => Err(ImageError::Meta {
+            path: o.bopt_device.as_ref().unwrap_or(&o.image).clone(),
+            source: Box::new(source),
+        }),
     }
 }
 
@@ -119,57 +198,42 @@ fn refuse_formatting_data(
     o: &ImageOptions,
     fresh_image: bool,
     fresh_bopt: bool,
-) -> Result<(), String> {
+) -> Result<(), ImageError> {
     if o.format || o.bopt_bytes.is_none() || o.read_only {
         return Ok(()); // format_fresh reports the other refusals
     }
-    let name = o.image.display();
     if !fresh_image {
-        let separate = match &o.bopt_device {
-            Some(p) => format!(" (the BOPT device given, {}, has none either)", p.display()),
-            None => String::new(),
-        };
-        return Err(format!(
-            "{name}: an existing image with no reblock superblock{separate}. If it was served \
-             with a separate BOPT device, pass that device with --bopt-device: formatting a \
-             new BOPT would hide the pages the old one holds, flushed writes included. If it \
-             is a plain image (or disk) to start caching, pass --format to format a new BOPT \
-             (the data area keeps its bytes)"
-        ));
+        return Err(ImageError::ExistingData {
+            path: o.image.clone(),
+            bopt_device: o.bopt_device.clone(),
+        });
     }
     if let (Some(p), false) = (&o.bopt_device, fresh_bopt) {
-        return Err(format!(
-            "{}: the BOPT device is not empty and has no reblock superblock; is it the right \
-             device? Pass --format to overwrite it with a new BOPT",
-            p.display()
-        ));
+        return Err(ImageError::BoptDeviceNotEmpty { path: p.clone() });
     }
     Ok(())
 }
 
-fn format_fresh(o: &ImageOptions, store: Arc<FileStore>) -> Result<Opened, String> {
-    let name = o.image.display().to_string();
+fn format_fresh(o: &ImageOptions, store: Arc<FileStore>) -> Result<Opened, ImageError> {
+    let name = &o.image;
     let Some(bopt_bytes) = o.bopt_bytes else {
-        return Err(format!(
-            "{name}: no reblock superblock found; pass --bopt-size SIZE to format one (or --bopt-device DEV if its BOPT lives on a separate device)"
-        ));
+        return Err(ImageError::NotFormatted { path: name.clone() });
     };
     if o.read_only {
-        return Err(format!(
-            "{name}: not formatted, and --read-only forbids formatting"
-        ));
+        return Err(ImageError::ReadOnlyUnformatted { path: name.clone() });
     }
     let data_file = OpenOptions::new()
         .read(true)
-        .open(&o.image)
-        .map_err(|e| format!("{name}: {e}"))?;
-    let image_len = file_len(&data_file).map_err(|e| format!("{name}: {e}"))?;
+        .open(name)
+        .map_err(io_at(name))?;
+    let image_len = file_len(&data_file).map_err(io_at(name))?;
     let separate = o.bopt_device.is_some();
     let block = is_block(&data_file);
     if block && !separate && !o.format {
-        return Err(format!(
-            "{name}: a block device without a superblock; formatting overwrites its last {bopt_bytes} bytes: pass --format to confirm"
-        ));
+        return Err(ImageError::BlockDeviceUnconfirmed {
+            path: name.clone(),
+            bopt_bytes,
+        });
     }
     // A file keeps its bytes as the data area and grows by the BOPT; a block device gives
     // up its end to it.
@@ -186,31 +250,38 @@ fn format_fresh(o: &ImageOptions, store: Arc<FileStore>) -> Result<Opened, Strin
         write_buffer_fraction: o.write_buffer_fraction,
         separate,
     })
-    .map_err(|e| format!("{name}: {e}"))?;
+    .map_err(|source| ImageError::Layout {
+        path: name.clone(),
+        source,
+    })?;
     let bopt_path = o.bopt_device.as_ref().unwrap_or(&o.image);
     let bopt_file = OpenOptions::new()
         .read(true)
         .write(true)
         .open(bopt_path)
-        .map_err(|e| format!("{}: {e}", bopt_path.display()))?;
+        .map_err(io_at(bopt_path))?;
     if is_block(&bopt_file) {
-        let len = file_len(&bopt_file).map_err(|e| e.to_string())?;
+        let len = file_len(&bopt_file).map_err(io_at(bopt_path))?;
         if len < layout.device_bytes {
-            return Err(format!(
-                "{}: {len} bytes is too small for the BOPT ({} bytes)",
-                bopt_path.display(),
-                layout.device_bytes
-            ));
+            return Err(ImageError::BoptDeviceTooSmall {
+                path: bopt_path.clone(),
+                len,
+                needed: layout.device_bytes,
+            });
         }
         layout.device_bytes = len;
     } else {
         bopt_file
             .set_len(layout.device_bytes)
-            .map_err(|e| format!("{}: {e}", bopt_path.display()))?;
+            .map_err(io_at(bopt_path))?;
     }
     let image_id = random_id();
-    meta::format(store.as_ref() as &dyn Store, &layout, image_id)
-        .map_err(|e| format!("{name}: format: {e}"))?;
+    meta::format(store.as_ref() as &dyn Store, &layout, image_id).map_err(|source| {
+        ImageError::Format {
+            path: name.clone(),
+            source: Box::new(source),
+        }
+    })?;
     tracing::info!(
         data_bytes,
         bopt_pages = layout.bopt_pages,

@@ -27,17 +27,46 @@ pub enum Every {
     Requests(u64),
 }
 
+/// Why re-planning could not be set up or did not produce a plan.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplanError {
+    #[error("{input:?}: expected a period (10m, 30s) or a request count (5000)")]
+    EveryNotANumber { input: String },
+    #[error("{input:?}: must be positive")]
+    EveryZero { input: String },
+    #[error("{input:?}: unknown unit {unit:?} (ms, s, m, h, requests)")]
+    EveryUnit { input: String, unit: String },
+    #[error(transparent)]
+    UnknownPolicy(#[from] reblock_plan::UnknownPolicy),
+    #[error(
+        "policy `{name}` permutes pages inside the data area, which the engine cannot apply \
+         online (it re-plans the BOPT's read cache only); policies that work online: {online}"
+    )]
+    NotOnline { name: String, online: String },
+    #[error("hit-rate drop {0}: must be within (0, 1)")]
+    HitRateDrop(f64),
+    #[error("page size {0} is below a sector")]
+    PageSize(u32),
+    #[error(transparent)]
+    NotReadCache(#[from] reblock_plan::NotReadCache),
+    #[error(transparent)]
+    Reconfigure(#[from] crate::engine::ReconfigureError),
+    #[error("spawn re-planning thread: {0}")]
+    Spawn(std::io::Error),
+}
+
 /// Parses `10m`, `30s`, `500ms`, `1h` (a period) or `5000`, `5000req`, `5000-requests`
 /// (a request count).
-pub fn parse_every(s: &str) -> Result<Every, String> {
+pub fn parse_every(s: &str) -> Result<Every, ReplanError> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
+    let input = || s.to_string();
     let n: u64 = num
         .parse()
-        .map_err(|_| format!("{s:?}: expected a period (10m, 30s) or a request count (5000)"))?;
+        .map_err(|_| ReplanError::EveryNotANumber { input: input() })?;
     if n == 0 {
-        return Err(format!("{s:?}: must be positive"));
+        return Err(ReplanError::EveryZero { input: input() });
     }
     let ms = match unit.trim_start_matches('-') {
         "" | "req" | "reqs" | "requests" | "r" => return Ok(Every::Requests(n)),
@@ -45,7 +74,12 @@ pub fn parse_every(s: &str) -> Result<Every, String> {
         "s" => 1_000,
         "m" | "min" => 60_000,
         "h" => 3_600_000,
-        u => return Err(format!("{s:?}: unknown unit {u:?} (ms, s, m, h, requests)")),
+        u => {
+            return Err(ReplanError::EveryUnit {
+                input: input(),
+                unit: u.to_string(),
+            })
+        }
     };
     Ok(Every::Time(Duration::from_millis(n.saturating_mul(ms))))
 }
@@ -189,16 +223,15 @@ pub fn online_policies() -> Vec<&'static str> {
 
 /// Checks that `name` is a policy the engine can re-plan with online; the error names
 /// the ones that work.
-pub fn check_online_policy(name: &str) -> Result<(), String> {
-    let p = by_name(name).map_err(|e| e.to_string())?;
+pub fn check_online_policy(name: &str) -> Result<(), ReplanError> {
+    let p = by_name(name)?;
     if places_into_read_cache(p) {
         return Ok(());
     }
-    Err(format!(
-        "policy `{name}` permutes pages inside the data area, which the engine cannot apply \
-         online (it re-plans the BOPT's read cache only); policies that work online: {}",
-        online_policies().join(", ")
-    ))
+    Err(ReplanError::NotOnline {
+        name: name.to_string(),
+        online: online_policies().join(", "),
+    })
 }
 
 /// Builds a read-cache plan from `requests` with `policy`, sized to the engine's read
@@ -207,11 +240,11 @@ pub fn plan_and_apply(
     engine: &Engine,
     policy: &str,
     requests: Vec<Request>,
-) -> Result<u64, String> {
-    let p = by_name(policy).map_err(|e| e.to_string())?;
+) -> Result<u64, ReplanError> {
+    let p = by_name(policy)?;
     let layout = engine.layout();
-    let page_sectors = NonZeroU32::new(layout.page_bytes / 512)
-        .ok_or_else(|| format!("page size {} is below a sector", layout.page_bytes))?;
+    let page_sectors =
+        NonZeroU32::new(layout.page_bytes / 512).ok_or(ReplanError::PageSize(layout.page_bytes))?;
     let data_pages = layout.data_bytes / u64::from(layout.page_bytes);
     // Requests past the data area cannot be planned (the server refuses them anyway).
     let requests = requests.into_iter().filter(|r| {
@@ -224,11 +257,9 @@ pub fn plan_and_apply(
         ..PlanParams::default()
     };
     let placement = p.plan(&graph, &params);
-    let plan = Plan::try_from(&placement).map_err(|e| e.to_string())?;
+    let plan = Plan::try_from(&placement)?;
     let pages = plan.pages();
-    engine
-        .reconfigure_unless_detached(plan)
-        .map_err(|e| e.to_string())?;
+    engine.reconfigure_unless_detached(plan)?;
     Ok(pages)
 }
 
@@ -294,11 +325,11 @@ impl Replanner {
         engine: Arc<Engine>,
         window: Arc<RequestWindow>,
         o: ReplanOptions,
-    ) -> Result<Replanner, String> {
+    ) -> Result<Replanner, ReplanError> {
         check_online_policy(&o.policy)?;
         if let Some(d) = o.on_hit_rate_drop {
             if !(0.0..1.0).contains(&d) || d == 0.0 {
-                return Err(format!("hit-rate drop {d}: must be within (0, 1)"));
+                return Err(ReplanError::HitRateDrop(d));
             }
         }
         let stop = Arc::new(AtomicBool::new(false));
@@ -331,7 +362,7 @@ impl Replanner {
                     engine.set_replan_status(status.clone());
                 }
             })
-            .map_err(|e| format!("spawn re-planning thread: {e}"))?;
+            .map_err(ReplanError::Spawn)?;
         Ok(Replanner {
             stop,
             thread: Some(thread),
@@ -359,7 +390,7 @@ fn replan_once(engine: &Engine, window: &RequestWindow, s: &mut ReplanStatus, tr
         }
         Err(e) => {
             tracing::warn!(trigger, error = %e, "re-planning failed");
-            s.last_error = Some(e);
+            s.last_error = Some(e.to_string());
         }
     }
     s.last_planning_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -381,6 +412,8 @@ mod tests {
     #[test]
     fn data_area_policies_are_refused_for_online_replanning() {
         let err = check_online_policy("dlr-frag").unwrap_err();
+        assert!(matches!(err, ReplanError::NotOnline { .. }), "{err:?}");
+        let err = err.to_string();
         assert!(err.contains("dlr-frag") && err.contains("borg"), "{err}");
         let online = online_policies();
         assert!(!online.contains(&"dlr-frag"), "{online:?}");
@@ -390,24 +423,33 @@ mod tests {
         }
         assert!(check_online_policy("nope")
             .unwrap_err()
+            .to_string()
             .contains("unknown policy"));
     }
 
     #[test]
     fn periods_and_counts_parse() {
         assert_eq!(
-            parse_every("10m"),
-            Ok(Every::Time(Duration::from_secs(600)))
+            parse_every("10m").ok(),
+            Some(Every::Time(Duration::from_secs(600)))
         );
         assert_eq!(
-            parse_every("250ms"),
-            Ok(Every::Time(Duration::from_millis(250)))
+            parse_every("250ms").ok(),
+            Some(Every::Time(Duration::from_millis(250)))
         );
-        assert_eq!(parse_every("5000"), Ok(Every::Requests(5000)));
-        assert_eq!(parse_every("300-requests"), Ok(Every::Requests(300)));
-        assert!(parse_every("0").is_err());
-        assert!(parse_every("3 weeks").unwrap_err().contains("unit"));
-        assert!(parse_every("m").is_err());
+        assert_eq!(parse_every("5000").ok(), Some(Every::Requests(5000)));
+        assert_eq!(parse_every("300-requests").ok(), Some(Every::Requests(300)));
+        assert!(matches!(
+            parse_every("0"),
+            Err(ReplanError::EveryZero { .. })
+        ));
+        let unit = parse_every("3 weeks").unwrap_err();
+        assert!(matches!(&unit, ReplanError::EveryUnit { unit, .. } if unit == " weeks"));
+        assert!(unit.to_string().contains("unit"));
+        assert!(matches!(
+            parse_every("m"),
+            Err(ReplanError::EveryNotANumber { .. })
+        ));
     }
 
     #[test]

@@ -126,6 +126,12 @@ pub struct Indirector {
     /// Writes that find none of their pages mapped and hold more full pages than this go
     /// home instead of into the write buffer (`u32::MAX`: never, Algorithm 5 as written).
     absorb_max_pages: u32,
+    /// Unmapped writes go home while a destage is wanted (see
+    /// [`Indirector::set_home_under_pressure`]).
+    home_under_pressure: bool,
+    /// Slots freed in the map but not yet free on disk (see [`Indirector::hold_slot`]):
+    /// counted as valid in `segs` and never allocated.
+    held: Vec<u32>,
     scratch: Vec<(PagePiece, Option<u32>)>,
 }
 
@@ -149,6 +155,8 @@ impl Indirector {
         Indirector {
             destage_below_free_pages: geo.write_buffer_pages / 4,
             absorb_max_pages: u32::MAX,
+            home_under_pressure: false,
+            held: Vec::new(),
             wb_cursor: geo.write_buffer_start(),
             geo,
             map,
@@ -185,6 +193,18 @@ impl Indirector {
     /// default, keeps Algorithm 5 exactly as written.
     pub fn set_absorb_max_pages(&mut self, pages: u32) {
         self.absorb_max_pages = pages;
+    }
+    /// With `on`, a write to unmapped pages goes home, not into the write buffer, while
+    /// the buffer is low on room ([`Indirector::wants_destage`]). Absorbing it then only
+    /// queues one more page for the destage to copy home later (a read and a write more
+    /// than writing it home now), which is what slowed random writes wider than the
+    /// buffer; writes to pages already mapped still go to their slots. Off by default
+    /// (Algorithm 5 absorbs whatever fits).
+    pub fn set_home_under_pressure(&mut self, on: bool) {
+        self.home_under_pressure = on;
+    }
+    fn under_pressure(&self) -> bool {
+        self.home_under_pressure && self.wants_destage()
     }
     /// Sets the free-page level below which [`Indirector::wants_destage`] says yes.
     pub fn set_destage_below_free_pages(&mut self, pages: u32) {
@@ -306,7 +326,8 @@ impl Indirector {
             let full = pieces.iter().filter(|(p, _)| p.is_full(page)).count();
             let fits = full > 0
                 && full <= self.write_buffer_free() as usize
-                && full <= self.absorb_max_pages as usize;
+                && full <= self.absorb_max_pages as usize
+                && !self.under_pressure();
             if self.mode == Mode::Detaching || !fits {
                 self.emit_home_whole(req, out);
                 return Branch::NoneMappedWriteHome;
@@ -369,7 +390,7 @@ impl Indirector {
 
     /// Lines 22-24: takes a write-buffer slot for a full unmapped page, if room.
     fn absorb(&mut self, p: PagePiece) -> Option<u32> {
-        if self.mode == Mode::Detaching || !p.is_full(self.geo.page) {
+        if self.mode == Mode::Detaching || !p.is_full(self.geo.page) || self.under_pressure() {
             return None;
         }
         let slot = self.alloc_write_buffer_slot()?;
@@ -394,7 +415,8 @@ impl Indirector {
             let seg = self.geo.segment_of(slot);
             let seg_end = (seg + 1) * seg_pages;
             if self.segs.valid(seg) < seg_pages {
-                if let Some(s) = (slot..seg_end).find(|&s| self.map.fs_page_of(s).is_none()) {
+                let free = |s: &u32| self.map.fs_page_of(*s).is_none() && !self.held.contains(s);
+                if let Some(s) = (slot..seg_end).find(free) {
                     self.wb_cursor = if s + 1 == end { start } else { s + 1 };
                     return Some(s);
                 }
@@ -447,12 +469,49 @@ impl Indirector {
     /// executor calls it before the step's I/O, so a stale step (seed 001 §3.5.2) is
     /// refused before it overwrites a slot that was taken meanwhile.
     pub fn validate(&self, step: &Step) -> Result<(), ApplyError> {
+        self.refuse_held(step)?;
         crate::apply::validate(&self.map, step).map_err(|why| ApplyError { step: *step, why })
+    }
+
+    /// A step may not copy into a held slot: the durable map may still name its old page.
+    fn refuse_held(&self, step: &Step) -> Result<(), ApplyError> {
+        let Step::Copy(op) = step else {
+            return Ok(());
+        };
+        if op.dst.region != Region::Bopt {
+            return Ok(());
+        }
+        match self.held.iter().find(|&&s| op.dst.contains(u64::from(s))) {
+            None => Ok(()),
+            Some(s) => Err(ApplyError {
+                step: *step,
+                why: format!("destination slot {s} is held until the next commit"),
+            }),
+        }
+    }
+
+    /// Keeps the free slot `slot` from being allocated until [`Indirector::release_held`].
+    /// An executor that frees a slot without committing at once (a destage that lets
+    /// foreground requests run) holds it: the durable map still names the page it held,
+    /// so new data written there before the next commit would be read as that page after
+    /// a crash.
+    pub fn hold_slot(&mut self, slot: u32) {
+        debug_assert!(self.map.fs_page_of(slot).is_none() && !self.held.contains(&slot));
+        self.segs.add(&self.geo, slot);
+        self.held.push(slot);
+    }
+
+    /// Frees every held slot for allocation (after a commit that no longer names them).
+    pub fn release_held(&mut self) {
+        for s in std::mem::take(&mut self.held) {
+            self.segs.sub(&self.geo, s);
+        }
     }
 
     /// Applies the map effect of one step after the caller has performed its I/O.
     /// Validates the whole step first; on error nothing changed.
     pub fn apply(&mut self, step: &Step) -> Result<(), ApplyError> {
+        self.refuse_held(step)?;
         crate::apply::validate(&self.map, step).map_err(|why| ApplyError { step: *step, why })?;
         crate::apply::commit(&mut self.map, &mut self.segs, &self.geo, step);
         Ok(())
@@ -483,7 +542,9 @@ impl Indirector {
                     self.map.remove_slot(now).expect("mapped slot");
                     self.segs.sub(&self.geo, now);
                 }
-                (Some((slot, dirty)), None) if self.map.fs_page_of(slot).is_none() => {
+                (Some((slot, dirty)), None)
+                    if self.map.fs_page_of(slot).is_none() && !self.held.contains(&slot) =>
+                {
                     self.map.insert(page, slot, dirty).expect("free slot");
                     self.segs.add(&self.geo, slot);
                 }
@@ -547,6 +608,9 @@ impl Indirector {
         self.map.check();
         let mut fresh = Segments::new(&self.geo);
         for (_, slot, _) in self.map.iter() {
+            fresh.add(&self.geo, slot);
+        }
+        for &slot in &self.held {
             fresh.add(&self.geo, slot);
         }
         assert_eq!(

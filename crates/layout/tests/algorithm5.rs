@@ -353,3 +353,69 @@ fn bad_requests_are_errors_not_panics() {
         .unwrap_err();
     assert!(matches!(e, RequestError::OutOfRange { .. }));
 }
+
+/// Branch of a one-page write of `page` (the destage-policy tests below).
+fn write_page(ind: &mut Indirector, page: u64) -> Branch {
+    run(ind, W, page * 8, 8).0
+}
+
+// A destage that runs beside foreground requests: writes go home while the write buffer
+// is under destage pressure, and slots freed before the commit that stops naming them
+// are held, never allocated.
+
+#[test]
+fn writes_to_unmapped_pages_go_home_under_destage_pressure() {
+    for on in [false, true] {
+        let mut ind = Indirector::new(geometry(BoptPosition::End)).unwrap();
+        ind.set_destage_below_free_pages(2);
+        ind.set_home_under_pressure(on);
+        for p in 0..3 {
+            assert_eq!(write_page(&mut ind, p), Branch::NoneMappedWriteAbsorbed);
+        }
+        assert!(ind.wants_destage(), "one free write-buffer page left");
+        let expected = if on {
+            Branch::NoneMappedWriteHome
+        } else {
+            Branch::NoneMappedWriteAbsorbed
+        };
+        assert_eq!(write_page(&mut ind, 3), expected, "pressure policy {on}");
+        // A page already in the write buffer is still written in its slot.
+        assert_eq!(write_page(&mut ind, 0), Branch::AllMapped);
+        ind.check();
+    }
+}
+
+#[test]
+fn a_held_slot_is_neither_allocated_nor_copied_into_until_released() {
+    let mut ind = Indirector::new(geometry(BoptPosition::End)).unwrap();
+    assert_eq!(write_page(&mut ind, 0), Branch::NoneMappedWriteAbsorbed);
+    assert_eq!(ind.map().lookup(0), Some(12));
+    let evict = Step::Copy(CopyOp {
+        kind: CopyKind::Evict,
+        src: PageRun::new(Region::Bopt, 12, 1),
+        dst: PageRun::new(Region::Data, 0, 1),
+    });
+    ind.apply(&evict).unwrap();
+    ind.hold_slot(12);
+    ind.check();
+    assert_eq!(ind.write_buffer_free(), 3, "a held slot is not free");
+    let incoming = Step::Copy(CopyOp {
+        kind: CopyKind::Incoming,
+        src: PageRun::new(Region::Data, 40, 1),
+        dst: PageRun::new(Region::Bopt, 12, 1),
+    });
+    assert!(ind.validate(&incoming).is_err());
+    assert!(ind.apply(&incoming).is_err());
+    // Fill the write buffer: the three other slots are taken, the held one never.
+    for p in 1..4 {
+        assert_eq!(write_page(&mut ind, p), Branch::NoneMappedWriteAbsorbed);
+    }
+    assert_eq!(write_page(&mut ind, 4), Branch::NoneMappedWriteHome);
+    assert_eq!(ind.map().fs_page_of(12), None);
+    ind.release_held();
+    ind.check();
+    assert_eq!(ind.write_buffer_free(), 1);
+    ind.validate(&incoming).unwrap();
+    assert_eq!(write_page(&mut ind, 5), Branch::NoneMappedWriteAbsorbed);
+    assert_eq!(ind.map().lookup(5), Some(12));
+}

@@ -24,7 +24,7 @@ use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::thread::Scope;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::export::{nbd_errno, Export, Op, RequestEvent, RequestObserver};
 use crate::handshake::discard;
@@ -34,6 +34,11 @@ use crate::proto::{self, Command, Negotiated, RequestHeader};
 pub const STREAM_PIECE_BYTES: usize = 4 * 1024 * 1024;
 /// Worker buffers larger than this are released after the request instead of kept.
 const KEEP_BUFFER_BYTES: usize = STREAM_PIECE_BYTES + proto::OFFSET_DATA_PREFIX_BYTES;
+/// An extra worker leaves (two others being idle) only after waiting this long for its
+/// last request: under a steady pipelined load the idle count flickers around two, and
+/// leaving at once made workers exit and be spawned again every few requests (a thread
+/// start and exit per handful of 4 KiB requests, a fifth of the server's time at QD32).
+const WORKER_LINGER: Duration = Duration::from_millis(50);
 
 /// Everything a connection's workers share.
 pub struct Context<'a> {
@@ -175,11 +180,13 @@ fn work<'s, 'e, R, W>(
     W: Write + Send,
 {
     let mut buf = Vec::new();
+    let mut waited = Duration::ZERO;
     loop {
-        if extra && shared.idle.load(Ordering::SeqCst) >= 2 {
+        if extra && waited >= WORKER_LINGER && shared.idle.load(Ordering::SeqCst) >= 2 {
             break; // Two others already wait: this one's share goes back to the budget.
         }
         shared.idle.fetch_add(1, Ordering::SeqCst);
+        let asked = Instant::now();
         let job = {
             let mut r = lock(&shared.reader);
             let job = if shared.closing.load(Ordering::SeqCst) {
@@ -201,6 +208,7 @@ fn work<'s, 'e, R, W>(
                 }
             }
         };
+        waited = asked.elapsed();
         maybe_grow(scope, shared, ctx);
         if let Err(why) = answer(job, shared, ctx, &mut buf) {
             shared.finish(why);
