@@ -21,7 +21,9 @@
 //!   cannot write back each other's stale bytes, and a write whose I/O fails can undo its
 //!   map change (an absorbed page unmapped again) without undoing a racing write to the
 //!   same page that was already acknowledged. Writes to pages of different stripes still
-//!   run in parallel.
+//!   run in parallel. A read shares the stripes of its pages: a write maps a page to its
+//!   write-buffer slot before its data reaches the slot, so a read that did not wait
+//!   could return the slot's previous page's bytes.
 //!
 //! * A destage (engine/destage.rs) holds `commit` for its batch and, per eviction, the
 //!   stripes of the pages it copies home, but not the gate: foreground requests keep
@@ -41,7 +43,7 @@ use serde::Serialize;
 use std::collections::VecDeque;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
 mod destage;
@@ -250,7 +252,7 @@ pub struct Engine {
     opts: EngineOptions,
     state: Mutex<State>,
     gate: RwLock<()>,
-    stripes: Vec<Mutex<()>>,
+    stripes: Vec<RwLock<()>>,
     commit: Mutex<CommitState>,
     read_only: AtomicBool,
     needs_check: AtomicBool,
@@ -287,7 +289,12 @@ type MappingBefore = Vec<(u64, Option<(u32, bool)>)>;
 /// Number of page-keyed locks serialising writes to the same pages.
 const STRIPES: usize = 256;
 
-struct StripeGuard<'a>(#[allow(dead_code)] MutexGuard<'a, ()>);
+/// A held stripe: exclusive for writers and destage copies, shared for readers.
+#[allow(dead_code)] // held for its drop only
+enum StripeGuard<'a> {
+    Exclusive(RwLockWriteGuard<'a, ()>),
+    Shared(RwLockReadGuard<'a, ()>),
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -421,7 +428,7 @@ impl Engine {
                 },
             }),
             gate: RwLock::new(()),
-            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
             commit: Mutex::new(CommitState {
                 sb,
                 durable_copy: loaded.copy,
@@ -530,6 +537,12 @@ impl Engine {
 
     /// Reads whole sectors from `sector` into `buf` (a multiple of 512 bytes).
     pub fn read_sectors(&self, buf: &mut [u8], sector: u64) -> io::Result<()> {
+        let _stripes = self.share_stripes(sector, sector + buf.len() as u64 / 512);
+        self.read_sectors_locked(buf, sector)
+    }
+
+    /// Reads whole sectors; the caller holds the sectors' stripes (shared or exclusive).
+    fn read_sectors_locked(&self, buf: &mut [u8], sector: u64) -> io::Result<()> {
         let _g = self.gate.read().unwrap_or_else(|e| e.into_inner());
         let mut ios = Vec::new();
         let req = IoRequest {
@@ -653,7 +666,7 @@ impl Engine {
             return self.write_sectors_locked(buf, offset / 512);
         }
         let mut tmp = vec![0u8; (end - start) as usize];
-        self.read_sectors(&mut tmp, start / 512)?;
+        self.read_sectors_locked(&mut tmp, start / 512)?;
         let at = (offset - start) as usize;
         tmp[at..at + buf.len()].copy_from_slice(buf);
         self.write_sectors_locked(&tmp, start / 512)
@@ -662,6 +675,26 @@ impl Engine {
     /// Locks the stripes of the pages holding sectors `first..end`, in ascending stripe
     /// order (so two writers never wait on each other crosswise).
     fn lock_stripes(&self, first: u64, end: u64) -> Vec<StripeGuard<'_>> {
+        self.stripe_ids(first, end)
+            .into_iter()
+            .map(|i| {
+                StripeGuard::Exclusive(self.stripes[i].write().unwrap_or_else(|e| e.into_inner()))
+            })
+            .collect()
+    }
+
+    /// Shares the stripes of the pages holding sectors `first..end` (a read): it waits
+    /// for a write in progress on them, whose page may already be mapped to a slot its
+    /// data has not reached yet, and runs alongside other reads.
+    fn share_stripes(&self, first: u64, end: u64) -> Vec<StripeGuard<'_>> {
+        self.stripe_ids(first, end)
+            .into_iter()
+            .map(|i| StripeGuard::Shared(self.stripes[i].read().unwrap_or_else(|e| e.into_inner())))
+            .collect()
+    }
+
+    /// The stripes of the pages holding sectors `first..end`, ascending (the lock order).
+    fn stripe_ids(&self, first: u64, end: u64) -> Vec<usize> {
         let per_page = self.geo.page.sectors();
         let (p0, p1) = (first / per_page, (end.max(first + 1) - 1) / per_page);
         let n = STRIPES as u64;
@@ -672,9 +705,7 @@ impl Engine {
         };
         ids.sort_unstable();
         ids.dedup();
-        ids.into_iter()
-            .map(|i| StripeGuard(self.stripes[i].lock().unwrap_or_else(|e| e.into_inner())))
-            .collect()
+        ids
     }
 
     /// Makes every write completed before the call durable, map included: data synced
