@@ -191,12 +191,11 @@ pub fn online_policies() -> Vec<&'static str> {
 /// the ones that work.
 pub fn check_online_policy(name: &str) -> Result<(), String> {
     let p = by_name(name).map_err(|e| e.to_string())?;
-    if places_into_read_cache(p) {
+    let Some(why) = p.capabilities().offline_only_reason() else {
         return Ok(());
-    }
+    };
     Err(format!(
-        "policy `{name}` permutes pages inside the data area, which the engine cannot apply \
-         online (it re-plans the BOPT's read cache only); policies that work online: {}",
+        "policy `{name}` cannot run online: {why}; policies that work online: {}",
         online_policies().join(", ")
     ))
 }
