@@ -277,3 +277,183 @@ fn push_merged(out: &mut Vec<DevRequest>, floor: usize, at: u64, sectors: u32) {
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reblock_layout::{BoptConfig, BoptPosition};
+    use reblock_plan::{PlacedRange, TargetSpace};
+
+    fn geo() -> Geometry {
+        Geometry::new(&BoptConfig {
+            page_sectors: 8,
+            data_sectors: 8 * 1_000_000,
+            bopt_pages: 16,
+            segment_pages: 4,
+            write_buffer_fraction: 0.25,
+            position: BoptPosition::End,
+            meta_sectors: 0,
+        })
+        .unwrap()
+    }
+
+    /// Free pages 100_000..100_100, 200_000..320_000 and 600_000..600_100 on cheetah15k5
+    /// (above the 10% high watermark, so replicas may be made).
+    fn layout() -> Replicated {
+        let free: FreeExtents = [100_000..100_100, 200_000..320_000, 600_000..600_100]
+            .into_iter()
+            .collect();
+        let model = DiskModel::of_spec("hdd:cheetah15k5").unwrap();
+        assert!(model.is_some(), "a single disk has a positioning model");
+        Replicated::new(Layout::Home(geo()), free, model)
+    }
+
+    fn read(page: u64) -> DevRequest {
+        DevRequest {
+            sector: page * 8,
+            sectors: 8,
+            write: false,
+        }
+    }
+
+    fn serve(r: &mut Replicated, req: &DevRequest) -> Vec<DevRequest> {
+        let (mut out, mut phys) = (Vec::new(), Vec::new());
+        r.map(req, &mut out, &mut phys, false);
+        out
+    }
+
+    #[test]
+    fn a_read_goes_to_the_copy_with_least_positioning_time_on_the_model() {
+        let mut r = layout();
+        r.set.place(&[900_000], 100_050, 0);
+        r.set.place(&[900_000], 600_050, 0);
+        let copies: Vec<u64> = std::iter::once(900_000)
+            .chain(r.set.replicas_of(900_000).iter().map(|c| c.page))
+            .collect();
+        assert_eq!(copies.len(), 3);
+        let model = r.head.model.clone().unwrap();
+        let mut chosen = std::collections::BTreeSet::new();
+        for head in [
+            0,
+            95_000 * 8,
+            500_000 * 8,
+            640_000 * 8,
+            899_000 * 8,
+            7_999_000,
+        ] {
+            r.head.sector = head;
+            let out = serve(&mut r, &read(900_000));
+            assert_eq!(out.len(), 1);
+            let best = copies
+                .iter()
+                .copied()
+                .min_by(|a, b| {
+                    let ca = model.positioning_ns(head, a * 8);
+                    let cb = model.positioning_ns(head, b * 8);
+                    ca.total_cmp(&cb)
+                })
+                .unwrap();
+            assert_eq!(out[0].sector, best * 8, "head at sector {head}");
+            chosen.insert(best);
+            // The head model follows the request served.
+            assert_eq!(r.head.sector, best * 8 + 8);
+        }
+        assert_eq!(chosen.len(), 3, "each copy is the closest from some head");
+    }
+
+    #[test]
+    fn contiguous_replicas_are_read_as_one_request() {
+        let mut r = layout();
+        r.set.place(&[900_000, 900_001, 900_002], 100_010, 0);
+        r.head.sector = 100_000 * 8;
+        let out = serve(
+            &mut r,
+            &DevRequest {
+                sector: 900_000 * 8,
+                sectors: 24,
+                write: false,
+            },
+        );
+        let first = r.set.replicas_of(900_000)[0].page;
+        assert_eq!(
+            out,
+            vec![DevRequest {
+                sector: first * 8,
+                sectors: 24,
+                write: false
+            }]
+        );
+    }
+
+    #[test]
+    fn a_write_drops_the_replica_and_claims_free_space() {
+        let mut r = layout();
+        r.set.place(&[900_000, 900_001], 100_050, 0);
+        let free = r.set.free_pages();
+        // Writing the original drops its replica; the read after goes home.
+        let write = DevRequest {
+            write: true,
+            ..read(900_000)
+        };
+        assert_eq!(serve(&mut r, &write), vec![write]);
+        assert!(r.set.replicas_of(900_000).is_empty());
+        r.head.sector = 100_050 * 8;
+        assert_eq!(serve(&mut r, &read(900_000))[0].sector, 900_000 * 8);
+        // A client write into the free page holding 900_001's replica takes it back.
+        let slot = r.set.replicas_of(900_001)[0].page;
+        serve(
+            &mut r,
+            &DevRequest {
+                write: true,
+                ..read(slot)
+            },
+        );
+        assert!(r.set.replicas_of(900_001).is_empty());
+        assert_eq!(r.set.free_pages(), free - 1);
+        assert_eq!(serve(&mut r, &read(900_001))[0].sector, 900_001 * 8);
+    }
+
+    #[test]
+    fn reconfiguration_copies_new_replicas_and_drops_unwanted_ones_for_free() {
+        let mut r = layout();
+        let mut placement = Placement::empty("fs2", &Default::default());
+        placement.space = TargetSpace::ReadCache;
+        placement.replicas = vec![PlacedRange {
+            fs_page: 900_000,
+            pages: 4,
+            target: 100_050,
+        }];
+        let opts = ScheduleOptions::default();
+        let io = r.reconfigure(&placement, &opts).unwrap();
+        assert_eq!(io.diff_pages, 4);
+        assert_eq!(io.bytes_moved, 4 * 4096);
+        // One merged read of the originals, one write of the consecutive replicas.
+        assert_eq!(io.requests.len(), 2);
+        assert_eq!(io.requests[0], read(900_000).with_sectors(32));
+        assert!(io.requests[1].write && io.requests[1].sectors == 32);
+        // The same plan again copies nothing; an empty one drops all at no I/O.
+        assert!(r
+            .reconfigure(&placement, &opts)
+            .unwrap()
+            .requests
+            .is_empty());
+        placement.replicas.clear();
+        assert!(r
+            .reconfigure(&placement, &opts)
+            .unwrap()
+            .requests
+            .is_empty());
+        assert_eq!(r.set.replicas(), 0);
+        assert_eq!(r.set.free_pages(), 120_200);
+    }
+
+    trait WithSectors {
+        fn with_sectors(self, sectors: u32) -> Self;
+    }
+
+    impl WithSectors for DevRequest {
+        fn with_sectors(self, sectors: u32) -> Self {
+            DevRequest { sectors, ..self }
+        }
+    }
+}
