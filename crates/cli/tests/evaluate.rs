@@ -380,3 +380,66 @@ fn evaluate_lays_out_each_trace_device_on_its_own() {
     let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
     assert!(err.contains("addresses 2 devices"), "{err}");
 }
+
+/// FS2 on the scattered read loop: the 16 pages are replicated next to each other in
+/// free space and read there, so fs2's total busy time (copies included) and energy fall
+/// below vanilla's; with no free space it is vanilla; a bad free-space file is named.
+#[test]
+fn evaluate_fs2_replicates_into_free_space_and_reports_access_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path());
+    let run = |free: &str| {
+        reblock()
+            .args([
+                "evaluate",
+                t.to_str().unwrap(),
+                "--device",
+                "hdd:cheetah15k5",
+            ])
+            .args(["--policies", "vanilla,fs2", "--interval", "2"])
+            .args(["--free-space", free, "--format", "native", "--json"])
+            .output()
+            .unwrap()
+    };
+    let out = run("untouched");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let assumption = v["geometry"]["free_space"].as_str().unwrap();
+    assert!(assumption.contains("never touches"), "{assumption}");
+    assert!(v["geometry"]["free_pages"].as_u64().unwrap() > 0);
+    let (van, fs2) = (&v["policies"]["vanilla"], &v["policies"]["fs2"]);
+    let f = |p: &Value, k: &str| p[k].as_f64().unwrap();
+    assert!(
+        f(fs2, "busy_time_s") < 0.9 * f(van, "busy_time_s"),
+        "fs2 {} vs vanilla {}",
+        fs2["busy_time_s"],
+        van["busy_time_s"]
+    );
+    assert!(f(fs2, "reconfig_busy_time_s") > 0.0, "replicas were copied");
+    assert!(f(fs2, "energy_j") <= f(van, "energy_j"));
+    assert!(f(fs2, "hit_rate") > 0.0);
+    for p in [van, fs2] {
+        let a = &p["access_time"];
+        let parts: f64 = ["seek_s", "rotation_s", "transfer_s", "other_s"]
+            .iter()
+            .map(|k| f(a, k))
+            .sum();
+        assert!((parts - f(p, "busy_time_s")).abs() < 1e-6, "{a}");
+    }
+    assert!(f(&fs2["access_time"], "seek_s") < f(&van["access_time"], "seek_s"));
+
+    let none: Value = serde_json::from_slice(&run("0").stdout).unwrap();
+    assert_eq!(
+        none["policies"]["fs2"]["busy_time_s"],
+        none["policies"]["vanilla"]["busy_time_s"]
+    );
+    let missing = dir.path().join("no-such-freemap.json");
+    let out = run(missing.to_str().unwrap());
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no-such-freemap.json"), "{err}");
+}

@@ -38,11 +38,12 @@ pub enum ReplanError {
     EveryUnit { input: String, unit: String },
     #[error(transparent)]
     UnknownPolicy(#[from] reblock_plan::UnknownPolicy),
-    #[error(
-        "policy `{name}` permutes pages inside the data area, which the engine cannot apply \
-         online (it re-plans the BOPT's read cache only); policies that work online: {online}"
-    )]
-    NotOnline { name: String, online: String },
+    #[error("policy `{name}` cannot run online: {why}; policies that work online: {online}")]
+    NotOnline {
+        name: String,
+        why: &'static str,
+        online: String,
+    },
     #[error("hit-rate drop {0}: must be within (0, 1)")]
     HitRateDrop(f64),
     #[error("page size {0} is below a sector")]
@@ -225,11 +226,12 @@ pub fn online_policies() -> Vec<&'static str> {
 /// the ones that work.
 pub fn check_online_policy(name: &str) -> Result<(), ReplanError> {
     let p = by_name(name)?;
-    if places_into_read_cache(p) {
+    let Some(why) = p.capabilities().offline_only_reason() else {
         return Ok(());
-    }
+    };
     Err(ReplanError::NotOnline {
         name: name.to_string(),
+        why,
         online: online_policies().join(", "),
     })
 }

@@ -298,6 +298,8 @@ pub struct EvalConfig {
     pub data_area: DataArea,
     /// Fold addresses past the data area back into it.
     pub wrap: bool,
+    /// Which data-area pages FS2's replicas may use.
+    pub free_space: crate::free::FreeSpace,
 }
 
 impl Default for EvalConfig {
@@ -327,6 +329,7 @@ impl Default for EvalConfig {
             min_edge_weight: 2,
             data_area: DataArea::Device,
             wrap: false,
+            free_space: crate::free::FreeSpace::Untouched,
         }
     }
 }

@@ -22,6 +22,7 @@ use reblock_plan::{Placement, TargetSpace};
 use reblock_sim::Mapper;
 use rustc_hash::FxHashMap;
 
+use crate::replicas::Replicated;
 use crate::EvalError;
 
 /// The copy I/O of one reconfiguration, in issue order, and what it moved.
@@ -42,6 +43,8 @@ pub enum Layout {
     Home(Geometry),
     Bopt(Indirector),
     Permuted(Permuted),
+    /// FS2 replicas in free space over a plain or BOPT layout (`fs2`, `borg+fs2`).
+    Replicated(Box<Replicated>),
 }
 
 /// Data-area pages moved within the data area: page -> page it now lives in.
@@ -80,6 +83,7 @@ impl Layout {
             Layout::Home(g) => g,
             Layout::Bopt(ind) => ind.geometry(),
             Layout::Permuted(p) => &p.geo,
+            Layout::Replicated(r) => r.base.geometry(),
         }
     }
 
@@ -120,6 +124,7 @@ impl Layout {
                 !phys.is_empty() && phys.iter().all(|p| p.region == Region::Bopt)
             }
             Layout::Permuted(p) => p.map(req, out),
+            Layout::Replicated(r) => r.map(req, out, phys, guarded),
         }
     }
 
@@ -131,6 +136,9 @@ impl Layout {
     /// whole page would clean it. A request all of whose pages are dirty is not split,
     /// and a write covering a dirty page whole makes home current by itself.
     pub fn write_back_splitting(&mut self, req: &DevRequest, out: &mut Vec<DevRequest>) -> u64 {
+        if let Layout::Replicated(r) = self {
+            return r.base.write_back_splitting(req, out);
+        }
         let Layout::Bopt(ind) = self else {
             return 0;
         };
@@ -195,6 +203,7 @@ impl Layout {
             Layout::Home(_) => Ok(CopyIo::default()),
             Layout::Bopt(ind) => reconfigure_bopt(ind, placement, opts),
             Layout::Permuted(p) => Ok(p.reconfigure(placement, opts)),
+            Layout::Replicated(r) => r.reconfigure(placement, opts),
         }
     }
 }
@@ -301,7 +310,7 @@ fn execute(
     Ok(io)
 }
 
-fn dev_request(r: &CopyRequest) -> DevRequest {
+pub(crate) fn dev_request(r: &CopyRequest) -> DevRequest {
     DevRequest {
         sector: r.extent.start_sector,
         sectors: r.extent.sectors as u32,
@@ -463,6 +472,7 @@ mod tests {
             policy: "t".into(),
             page_sectors: 8,
             space,
+            replicas: Vec::new(),
             ranges: ranges
                 .iter()
                 .map(|&(fs_page, pages, target)| PlacedRange {

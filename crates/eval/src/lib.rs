@@ -10,10 +10,12 @@
 //! crates'. This crate only sequences them and accounts.
 
 pub mod config;
+pub mod free;
 pub mod html;
 pub mod layout;
 pub mod planner;
 pub mod replay;
+pub mod replicas;
 pub mod results;
 pub mod run;
 pub mod sweep;
@@ -37,6 +39,8 @@ pub enum EvalError {
     Setup(String),
     #[error(transparent)]
     Device(reblock_device::SpecError),
+    #[error(transparent)]
+    FreeSpace(#[from] free::FreeSpaceError),
     #[error("replay: {0}")]
     Sim(#[from] reblock_sim::SimError),
 }
@@ -58,13 +62,22 @@ pub fn evaluate_point(
         .capacity_sectors();
     let w = workload::prepare(requests, cfg, capacity)?;
     let runner = run::Runner::new(cfg, &w)?;
+    let mut geometry = w.summary.clone();
+    if cfg
+        .policies
+        .iter()
+        .any(|p| reblock_plan::by_name(p).is_ok_and(|p| p.capabilities().replicates))
+    {
+        geometry.free_pages = Some(runner.free_pages());
+        geometry.free_space = Some(cfg.free_space.assumption());
+    }
     let mut out = BTreeMap::new();
     for p in &cfg.policies {
         let r = runner.policy(p, &mut |phase| progress(label, p, phase))?;
         out.insert(p.clone(), r);
     }
     results::relate_to_vanilla(&mut out);
-    Ok((out, w.summary))
+    Ok((out, geometry))
 }
 
 /// The base run and, with a sweep, one run per sweep point.

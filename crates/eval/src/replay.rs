@@ -3,13 +3,16 @@
 //! as physical requests at speed 1 (seed 000 §6.1: "reverted to 1X during each
 //! reconfiguration").
 
+use std::sync::{Arc, Mutex};
+
 use reblock_analyze::figures::LogHistogram;
-use reblock_device::DevRequest;
+use reblock_device::{DevRequest, Device, Drain, Service};
 use reblock_sim::{
     Completion, Config, IterSource, Observer, Pacing, Phase, Replay, SimError, Source, Submission,
     Summary,
 };
 use reblock_trace::Request;
+use serde::{Deserialize, Serialize};
 
 use crate::layout::{share, Layout, Shared, SharedMapper};
 use crate::EvalError;
@@ -27,6 +30,7 @@ pub struct Measured {
     pub written_back_pages: u64,
     /// Response times (ns) of the workload's requests, for the report's CDFs.
     pub response_ns: LogHistogram,
+    pub access: AccessTime,
 }
 
 /// One replay's figures over all its requests.
@@ -36,6 +40,90 @@ pub struct Replayed {
     /// The devices' energy from their power states over the replay's makespan (idle
     /// included); none when the device model has no power figures.
     pub energy_j: Option<f64>,
+    /// The busy time split into its parts.
+    pub access: AccessTime,
+}
+
+/// FS2's access-time decomposition T_A = T_s + T_r + T_t of the devices' busy time:
+/// seek, rotational wait and transfer summed over every device I/O, plus the rest
+/// (controller overhead, and media work a disk did in the background, such as writing
+/// back cached writes), so that the four parts add up to the busy time.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AccessTime {
+    pub seek_s: f64,
+    pub rotation_s: f64,
+    pub transfer_s: f64,
+    pub other_s: f64,
+}
+
+impl AccessTime {
+    fn add_service(&mut self, s: &Service) {
+        self.seek_s += s.seek_ns as f64 * 1e-9;
+        self.rotation_s += s.rotate_ns as f64 * 1e-9;
+        self.transfer_s += s.transfer_ns as f64 * 1e-9;
+        let parts = s.seek_ns + s.rotate_ns + s.transfer_ns;
+        self.other_s += (s.total_ns + s.background_ns).saturating_sub(parts) as f64 * 1e-9;
+    }
+
+    /// The sum of both.
+    pub fn plus(&self, o: &AccessTime) -> AccessTime {
+        AccessTime {
+            seek_s: self.seek_s + o.seek_s,
+            rotation_s: self.rotation_s + o.rotation_s,
+            transfer_s: self.transfer_s + o.transfer_s,
+            other_s: self.other_s + o.other_s,
+        }
+    }
+}
+
+/// A member device whose services are added up into an [`AccessTime`]; everything else
+/// is the device's own.
+struct Timed {
+    inner: Box<dyn Device>,
+    access: Arc<Mutex<AccessTime>>,
+}
+
+impl Device for Timed {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn capacity_sectors(&self) -> u64 {
+        self.inner.capacity_sectors()
+    }
+    fn service(&mut self, start_ns: u64, req: &DevRequest) -> Service {
+        let s = self.inner.service(start_ns, req);
+        self.access.lock().expect("access lock").add_service(&s);
+        s
+    }
+    fn estimate_ns(&self, start_ns: u64, req: &DevRequest) -> u64 {
+        self.inner.estimate_ns(start_ns, req)
+    }
+    fn position_key(&self, sector: u64) -> u64 {
+        self.inner.position_key(sector)
+    }
+    fn head_key(&self) -> u64 {
+        self.inner.head_key()
+    }
+    fn queue_depth(&self) -> usize {
+        self.inner.queue_depth()
+    }
+    fn serves_in_parallel(&self) -> bool {
+        self.inner.serves_in_parallel()
+    }
+    fn positioning_ns(&self, start_ns: u64, req: &DevRequest) -> u64 {
+        self.inner.positioning_ns(start_ns, req)
+    }
+    fn energy_j(&self, elapsed_ns: u64) -> Option<f64> {
+        self.inner.energy_j(elapsed_ns)
+    }
+    fn drain(&mut self) -> Drain {
+        let d = self.inner.drain();
+        self.access.lock().expect("access lock").other_s += d.busy_ns as f64 * 1e-9;
+        d
+    }
+    fn as_hdd(&self) -> Option<&reblock_device::Hdd> {
+        self.inner.as_hdd()
+    }
 }
 
 /// Collects the response time of every normal-phase request.
@@ -64,7 +152,18 @@ fn run(
     mapper: Option<Shared>,
 ) -> Result<(Replayed, LogHistogram), EvalError> {
     let built = reblock_device::parse_spec(device).map_err(EvalError::Device)?;
-    let mut replay = Replay::new(built.array, built.members, sim_config(speed))?;
+    let access = Arc::new(Mutex::new(AccessTime::default()));
+    let members = built
+        .members
+        .into_iter()
+        .map(|inner| {
+            Box::new(Timed {
+                inner,
+                access: access.clone(),
+            }) as Box<dyn Device>
+        })
+        .collect();
+    let mut replay = Replay::new(built.array, members, sim_config(speed))?;
     if let Some(m) = mapper {
         replay = replay.with_mapper(Box::new(SharedMapper(m)));
     }
@@ -73,6 +172,7 @@ fn run(
     let replayed = Replayed {
         summary: report.overall,
         energy_j: report.energy_j,
+        access: *access.lock().expect("access lock"),
     };
     Ok((replayed, responses.0))
 }
@@ -112,6 +212,7 @@ pub fn normal(
         hits: cell.hits,
         written_back_pages: cell.written_back_pages,
         response_ns,
+        access: replayed.access,
     })
 }
 
@@ -133,6 +234,7 @@ pub fn copies(device: &str, requests: &[DevRequest]) -> Result<Replayed, EvalErr
         return Ok(Replayed {
             summary: Summary::default(),
             energy_j: Some(0.0),
+            access: AccessTime::default(),
         });
     }
     let subs = requests.iter().enumerate().map(|(i, r)| Submission {

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use reblock_analyze::figures::LogHistogram;
 
 use crate::planner::PlanCost;
+pub use crate::replay::AccessTime;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -33,6 +34,9 @@ pub struct PhaseResult {
     /// model's power states; none when the model has no power figures.
     #[serde(default)]
     pub energy_j: Option<f64>,
+    /// The busy time as seek + rotation + transfer (+ other): FS2's T_A decomposition.
+    #[serde(default)]
+    pub access_time: AccessTime,
     /// Logical requests: the workload's (normal) or the copy I/Os (reconfiguration).
     pub requests: u64,
     pub reads: u64,
@@ -143,6 +147,10 @@ pub struct PolicyResult {
     /// Energy over all phases, normal and reconfiguration (none when any phase has none).
     #[serde(default)]
     pub energy_j: Option<f64>,
+    /// Busy time over all phases as seek + rotation + transfer (+ other): FS2's
+    /// T_A = T_s + T_r + T_t.
+    #[serde(default)]
+    pub access_time: AccessTime,
     /// Total busy time (normal and reconfiguration phases) over vanilla's: the headline
     /// (when vanilla was evaluated too).
     #[serde(default)]
@@ -203,6 +211,9 @@ impl PolicyResult {
             normal_busy_time_s: normal_busy,
             reconfig_busy_time_s: reconfig_busy,
             energy_j: phases.iter().map(|p| p.energy_j).sum::<Option<f64>>(),
+            access_time: phases
+                .iter()
+                .fold(AccessTime::default(), |a, p| a.plus(&p.access_time)),
             busy_vs_vanilla: None,
             normal_busy_vs_vanilla: None,
             mean_response_ms: by(|p| p.requests as f64, |p| p.mean_response_ms),
@@ -283,6 +294,12 @@ pub struct GeometrySummary {
     pub bopt_start_sector: u64,
     /// Requests whose address was folded into the data area (--wrap).
     pub wrapped_requests: u64,
+    /// Data-area pages taken as free for FS2's replicas, and where that came from (an
+    /// assumption unless read from the file system); present when a policy replicates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_pages: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_space: Option<String>,
 }
 
 /// Fills `busy_vs_vanilla` and `normal_busy_vs_vanilla` for every policy when vanilla is present.

@@ -12,6 +12,9 @@
 //! phase) once the layout has lost as much as that move costs.
 
 use std::cell::RefCell;
+use std::sync::Arc;
+
+use reblock_freespace::FreeExtents;
 
 use reblock_layout::ScheduleOptions;
 use reblock_plan::{Placement, PlanParams};
@@ -22,6 +25,7 @@ use crate::config::{EvalConfig, Interval, Training, Trigger};
 use crate::layout::{share, CopyIo, Layout};
 use crate::planner::{self, PlanCost};
 use crate::replay::{self, Measured};
+use crate::replicas::{DiskModel, Replicated};
 use crate::results::{Admission, Choice, PhaseKind, PhaseResult, PolicyResult};
 use crate::workload::Workload;
 use crate::EvalError;
@@ -64,6 +68,10 @@ pub struct Runner<'a> {
     vanilla_busy: RefCell<FxHashMap<(usize, usize), f64>>,
     /// How copies are scheduled on this run's device.
     schedule: ScheduleOptions,
+    /// The data area's free pages (FS2's replicas live there) and the disk model the
+    /// replicas' reads are routed by.
+    free: FreeExtents,
+    disk: Option<Arc<DiskModel>>,
 }
 
 impl<'a> Runner<'a> {
@@ -81,7 +89,28 @@ impl<'a> Runner<'a> {
                 read_gap_sectors: replay::read_through_gap_sectors(&cfg.device)?,
                 ..ScheduleOptions::default()
             },
+            free: cfg
+                .free_space
+                .resolve(&w.requests, w.geo.fs_pages, w.geo.page.sectors())?,
+            disk: DiskModel::of_spec(&cfg.device)?,
         })
+    }
+
+    /// Free data-area pages the evaluation assumes.
+    pub fn free_pages(&self) -> u64 {
+        self.free.total()
+    }
+
+    /// The layout `policy` starts from, with an empty replica table over the free
+    /// space when the policy keeps FS2 replicas.
+    fn empty_layout(&self, policy: &str) -> Result<Layout, EvalError> {
+        let base = Layout::empty(policy, self.w.geo, self.schedule)?;
+        let p = reblock_plan::by_name(policy).map_err(|e| EvalError::Setup(e.to_string()))?;
+        if !p.capabilities().replicates {
+            return Ok(base);
+        }
+        let r = Replicated::new(base, self.free.clone(), self.disk.clone());
+        Ok(Layout::Replicated(Box::new(r)))
     }
 
     fn params(&self) -> PlanParams {
@@ -101,7 +130,7 @@ impl<'a> Runner<'a> {
         progress: &mut dyn FnMut(&str),
     ) -> Result<PolicyResult, EvalError> {
         let reqs = &self.w.requests;
-        let mut layout = Layout::empty(policy, self.w.geo, self.schedule)?;
+        let mut layout = self.empty_layout(policy)?;
         let (mut phases, mut start, mut i) = (Vec::new(), 0, 0);
         // N0 starts empty and untried: its first epoch is guarded.
         let mut trial_hurt = true;
@@ -238,6 +267,7 @@ impl<'a> Runner<'a> {
             kind: PhaseKind::Normal,
             busy_time_s: s.busy_time_s,
             energy_j: m.energy_j,
+            access_time: m.access,
             requests: m.requests,
             reads: s.reads,
             writes: s.writes,
@@ -313,6 +343,7 @@ impl<'a> Runner<'a> {
         let keep_s = shadow(layout.clone())? * scale;
         let mut home = placement.clone();
         home.ranges.clear();
+        home.replicas.clear();
         let plan = self.moved_to(layout, &placement)?;
         let home = self.moved_to(layout, &home)?;
         let admission = Admission {
@@ -402,7 +433,7 @@ impl<'a> Runner<'a> {
         if layout.is_permuted() {
             return self.permuted_epochs(layout, start, end, epoch);
         }
-        if !matches!(layout, Layout::Bopt(_)) {
+        if !matches!(layout, Layout::Bopt(_) | Layout::Replicated(_)) {
             return Ok(Vec::new());
         }
         let chunks: Vec<&[Request]> = self.w.requests[start..end].chunks(epoch).collect();
@@ -490,6 +521,7 @@ fn reconfig_phase(
         kind: PhaseKind::Reconfig,
         busy_time_s: s.busy_time_s,
         energy_j: copied.energy_j,
+        access_time: copied.access,
         requests: s.requests,
         reads: s.reads,
         writes: s.writes,

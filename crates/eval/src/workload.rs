@@ -107,6 +107,8 @@ pub fn prepare(
         segment_pages: seg,
         bopt_start_sector: geo.bopt_start_sector,
         wrapped_requests: wrapped,
+        free_pages: None,
+        free_space: None,
     };
     Ok(Workload {
         requests,

@@ -60,6 +60,31 @@ pub struct ServedRun {
     pub replica: bool,
 }
 
+/// Where the disk head is and what reaching a page costs from there: the simulator
+/// answers from its disk model, the engine from the last request it served.
+pub trait Positioner {
+    /// Cost (e.g. ns of seek and rotation) of starting a read at `page` from the head.
+    fn cost_to(&self, page: u64) -> f64;
+    /// The head is now just before `page` (a read ended there).
+    fn moved_to(&mut self, page: u64);
+}
+
+/// Positioning cost as the distance in pages: the order a disk's seek time follows when
+/// nothing better is known.
+#[derive(Clone, Copy, Debug)]
+pub struct PageDistance {
+    pub head: u64,
+}
+
+impl Positioner for PageDistance {
+    fn cost_to(&self, page: u64) -> f64 {
+        page.abs_diff(self.head) as f64
+    }
+    fn moved_to(&mut self, page: u64) {
+        self.head = page;
+    }
+}
+
 /// The replica table with the free space it draws on.
 #[derive(Clone, Debug)]
 pub struct ReplicaSet {
@@ -157,6 +182,26 @@ impl ReplicaSet {
         freed
     }
 
+    /// Drops every replica whose original `keep` refuses (a new plan no longer wants
+    /// it); their pages are free again. Returns the replica pages freed.
+    pub fn retain_originals(&mut self, keep: impl Fn(u64) -> bool) -> Vec<u64> {
+        let gone: Vec<u64> = self
+            .originals
+            .keys()
+            .copied()
+            .filter(|&o| !keep(o))
+            .collect();
+        let mut freed = Vec::new();
+        for o in gone {
+            for r in self.originals.remove(&o).unwrap_or_default() {
+                self.owner.remove(&r.page);
+                self.available.insert(r.page, r.page + 1);
+                freed.push(r.page);
+            }
+        }
+        freed
+    }
+
     fn forget_replica(&mut self, orig: u64, page: u64) {
         if let Some(v) = self.originals.get_mut(&orig) {
             v.retain(|r| r.page != page);
@@ -204,10 +249,22 @@ impl ReplicaSet {
         freed.push(page);
     }
 
-    /// The runs serving a read of `[start, start + len)` with the head at `head`: each run
-    /// starts on the copy closest to the head and continues on that copy while the next
-    /// page's copy follows it, so contiguous copies are read together.
-    pub fn route_read(&mut self, start: u64, len: u64, mut head: u64) -> Vec<ServedRun> {
+    /// The runs serving a read of `[start, start + len)` with the head at page `head`,
+    /// positioning cost taken as page distance (see [`ReplicaSet::route_read_with`]).
+    pub fn route_read(&mut self, start: u64, len: u64, head: u64) -> Vec<ServedRun> {
+        self.route_read_with(start, len, &mut PageDistance { head })
+    }
+
+    /// The runs serving a read of `[start, start + len)`: each run starts on the copy
+    /// with the least positioning cost from where `head` says the head is, and continues
+    /// on that copy while the next page's copy follows it, so contiguous copies are read
+    /// together; after each run the head is where the run ended.
+    pub fn route_read_with(
+        &mut self,
+        start: u64,
+        len: u64,
+        head: &mut dyn Positioner,
+    ) -> Vec<ServedRun> {
         let mut out: Vec<ServedRun> = Vec::new();
         let end = start + len;
         let mut p = start;
@@ -237,17 +294,21 @@ impl ReplicaSet {
                 len: n,
                 replica,
             });
-            head = first + n;
+            head.moved_to(first + n);
             p += n;
         }
         out
     }
 
-    fn closest_copy(&self, page: u64, head: u64) -> (u64, bool) {
+    /// The copy of `page` (itself or a replica) with the least positioning cost; the
+    /// original on a tie.
+    fn closest_copy(&self, page: u64, head: &dyn Positioner) -> (u64, bool) {
         let mut best = (page, false);
+        let mut best_cost = head.cost_to(page);
         for r in self.replicas_of(page) {
-            if r.page.abs_diff(head) < best.0.abs_diff(head) {
-                best = (r.page, true);
+            let c = head.cost_to(r.page);
+            if c < best_cost {
+                (best, best_cost) = ((r.page, true), c);
             }
         }
         best

@@ -29,4 +29,4 @@ pub use convert::NotReadCache;
 pub use graph::{Extent, GraphOptions, ProcessGraphs, ProcessKey};
 pub use master::{build_graphs, MasterGraph, Vertex, VertexId};
 pub use placement::{PlacedRange, Placement, PlanParams, TargetSpace};
-pub use policy::{by_name, policies, Capabilities, Policy, UnknownPolicy};
+pub use policy::{by_name, policies, replica_ranges, Capabilities, Policy, UnknownPolicy};

@@ -71,6 +71,12 @@ pub struct Placement {
     pub page_sectors: u32,
     pub space: TargetSpace,
     pub ranges: Vec<PlacedRange>,
+    /// FS2 replicas to keep in free data-area space: each range's FS pages get a copy in
+    /// free pages as close as possible to data-area page `target` (the hot area's centre),
+    /// consecutive pages in consecutive free pages. Placement order; empty for policies
+    /// that do not replicate (see [`crate::Capabilities::replicates`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<PlacedRange>,
 }
 
 impl Placement {
@@ -80,6 +86,7 @@ impl Placement {
             page_sectors: params.page_sectors.get(),
             space: TargetSpace::ReadCache,
             ranges: Vec::new(),
+            replicas: Vec::new(),
         }
     }
     /// Total pages placed.

@@ -218,10 +218,13 @@ fn unknown_policy_names_the_known_ones() {
     let err = by_name("lru").err().unwrap();
     assert_eq!(
         err.to_string(),
-        "unknown policy `lru` (known: vanilla, hot, borg, dlr-seq, dlr-frag)"
+        "unknown policy `lru` (known: vanilla, hot, borg, dlr-seq, dlr-frag, fs2, borg+fs2)"
     );
     let names: Vec<&str> = policies().iter().map(|p| p.name()).collect();
-    assert_eq!(names, ["vanilla", "hot", "borg", "dlr-seq", "dlr-frag"]);
+    assert_eq!(
+        names,
+        ["vanilla", "hot", "borg", "dlr-seq", "dlr-frag", "fs2", "borg+fs2"]
+    );
 }
 
 #[test]

@@ -22,7 +22,8 @@ pub struct Args {
     pub input: TraceInput,
     /// Policies to compare, comma separated, in report order [default:
     /// vanilla,hot,borg,dlr-seq,dlr-frag]. vanilla (no reorganization) is the baseline the
-    /// others are measured against. With --array: static, parallel, parallel-hdd
+    /// others are measured against; fs2 keeps FS2 replicas in free space, borg+fs2 does
+    /// both BORG's placement and FS2's replicas. With --array: static, parallel, parallel-hdd
     /// [default: static,parallel].
     #[arg(long, value_name = "LIST")]
     pub policies: Option<String>,
@@ -89,6 +90,12 @@ pub struct Args {
     /// Fold addresses past the data area back into it (a trace of a larger disk).
     #[arg(long)]
     pub wrap: bool,
+    /// Free space FS2's replicas (policies fs2, borg+fs2) may use: `untouched` (every
+    /// data-area page the trace never touches: an assumption, stated in the output), a
+    /// fraction of the data area (`0.3`, spread over the untouched pages), or a file
+    /// holding `reblock freemap IMAGE --json` of the traced file system.
+    #[arg(long, default_value = "untouched", value_name = "SPEC")]
+    pub free_space: String,
     /// Page size in bytes (a multiple of 512).
     #[arg(long, default_value_t = 4096, value_name = "BYTES")]
     pub page_size: u32,
@@ -142,6 +149,7 @@ fn config(args: &Args, device: &str) -> Result<EvalConfig> {
         min_edge_weight: args.min_edge_weight,
         data_area: DataArea::parse(args.data_area.as_deref().unwrap_or("device"))?,
         wrap: args.wrap,
+        free_space: reblock_eval::free::FreeSpace::parse(&args.free_space)?,
     })
 }
 
@@ -336,8 +344,13 @@ fn print_tables(e: &Evaluation) {
         g.bopt_start_sector,
         if g.wrapped_requests > 0 { format!(", {} requests wrapped", g.wrapped_requests) } else { String::new() }
     );
+    if let (Some(pages), Some(how)) = (g.free_pages, &g.free_space) {
+        println!("free space {pages} pages ({how})");
+    }
     println!();
     print_policies(e, &e.policies);
+    println!();
+    print_access_times(e);
     println!();
     print_phases(e);
     for run in &e.runs {
@@ -383,6 +396,22 @@ fn print_policies(e: &Evaluation, policies: &std::collections::BTreeMap<String, 
             r.mean_seek_cylinders,
             r.planning_cpu_s,
             r.guarded_epochs
+        );
+    }
+}
+
+/// FS2's access-time decomposition of each policy's busy time (all phases).
+fn print_access_times(e: &Evaluation) {
+    println!(
+        "{:<9} {:>10} {:>10} {:>10} {:>10}   (busy s = seek + rotation + transfer + other)",
+        "policy", "seek s", "rotation s", "transfer s", "other s"
+    );
+    for p in &e.policy_order {
+        let Some(r) = e.policies.get(p) else { continue };
+        let a = &r.access_time;
+        println!(
+            "{:<9} {:>10.3} {:>10.3} {:>10.3} {:>10.3}",
+            p, a.seek_s, a.rotation_s, a.transfer_s, a.other_s
         );
     }
 }

@@ -23,6 +23,7 @@ impl Policy for Borg {
     fn capabilities(&self) -> super::Capabilities {
         super::Capabilities {
             places: Some(crate::placement::TargetSpace::ReadCache),
+            replicates: false,
         }
     }
     fn plan(&self, graph: &MasterGraph, params: &PlanParams) -> Placement {

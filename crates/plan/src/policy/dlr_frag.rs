@@ -23,6 +23,7 @@ impl Policy for DlrFrag {
     fn capabilities(&self) -> super::Capabilities {
         super::Capabilities {
             places: Some(crate::placement::TargetSpace::DataArea),
+            replicates: false,
         }
     }
     fn plan(&self, graph: &MasterGraph, params: &PlanParams) -> Placement {

@@ -32,6 +32,7 @@ impl Policy for Hot {
     fn capabilities(&self) -> super::Capabilities {
         super::Capabilities {
             places: Some(crate::placement::TargetSpace::ReadCache),
+            replicates: false,
         }
     }
     fn plan(&self, graph: &MasterGraph, params: &PlanParams) -> Placement {

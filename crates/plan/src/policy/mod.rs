@@ -5,12 +5,14 @@
 mod borg;
 mod dlr_frag;
 mod dlr_seq;
+mod fs2;
 mod hot;
 mod vanilla;
 
 pub use borg::Borg;
 pub use dlr_frag::DlrFrag;
 pub use dlr_seq::DlrSeq;
+pub use fs2::{replica_ranges, BorgFs2, Fs2, HOT_AREA_BYTES};
 pub use hot::Hot;
 pub use vanilla::Vanilla;
 
@@ -24,13 +26,34 @@ pub struct Capabilities {
     /// Where the policy puts pages: into the BOPT's read cache (a second copy), into the
     /// data area itself (a permutation, no second copy), or nowhere (`None`).
     pub places: Option<TargetSpace>,
+    /// Whether it also keeps FS2 replicas of hot pages in the device's free space
+    /// ([`Placement::replicas`]): whoever applies it must know which pages are free and
+    /// route each read to the copy closest to the head.
+    pub replicates: bool,
 }
 
 impl Capabilities {
     /// Whether the online engine can apply its plans (it re-plans the read cache only;
     /// a policy that places nothing runs anywhere).
     pub fn online(&self) -> bool {
-        self.places != Some(TargetSpace::DataArea)
+        self.offline_only_reason().is_none()
+    }
+
+    /// Why the online engine cannot apply this policy's plans, if it cannot.
+    pub fn offline_only_reason(&self) -> Option<&'static str> {
+        if self.places == Some(TargetSpace::DataArea) {
+            Some(
+                "it permutes pages inside the data area, which the engine cannot apply \
+                 online (it re-plans the BOPT's read cache only)",
+            )
+        } else if self.replicates {
+            Some(
+                "it keeps replicas in the device's free space, which the engine does not \
+                 create yet (use it with `reblock evaluate`)",
+            )
+        } else {
+            None
+        }
     }
 }
 
@@ -46,7 +69,7 @@ pub trait Policy: Sync {
 }
 
 /// Every policy, in the order reports list them.
-static POLICIES: &[&dyn Policy] = &[&Vanilla, &Hot, &Borg, &DlrSeq, &DlrFrag];
+static POLICIES: &[&dyn Policy] = &[&Vanilla, &Hot, &Borg, &DlrSeq, &DlrFrag, &Fs2, &BorgFs2];
 
 pub fn policies() -> &'static [&'static dyn Policy] {
     POLICIES

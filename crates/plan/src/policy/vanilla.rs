@@ -14,7 +14,10 @@ impl Policy for Vanilla {
         "no reorganization: every request goes to its original location"
     }
     fn capabilities(&self) -> super::Capabilities {
-        super::Capabilities { places: None }
+        super::Capabilities {
+            places: None,
+            replicates: false,
+        }
     }
     fn plan(&self, _graph: &MasterGraph, params: &PlanParams) -> Placement {
         Placement::empty(self.name(), params)
