@@ -5,6 +5,7 @@
 use anyhow::{bail, Context};
 use reblock_engine::background::{Background, BackgroundOptions};
 use reblock_engine::control::ControlServer;
+use reblock_engine::emulate::{DiskPlacement, EmulatedStore};
 use reblock_engine::image::{open_image, ImageOptions};
 use reblock_engine::recorder::Recorder;
 use reblock_engine::replan::{Every, ReplanOptions, Replanner, RequestWindow};
@@ -118,6 +119,18 @@ pub struct Args {
     /// Served requests kept in memory for re-planning [default: 1000000].
     #[arg(long)]
     pub replan_window: Option<usize>,
+    /// Behave like this disk model (hdd:wd2500aaks, hdd:barracuda, ...): every backing
+    /// I/O is held until its completion time on the model, computed from where it lands
+    /// (the data area with the optimized region inserted in its middle, as `evaluate
+    /// --bopt-at middle` lays them out; one disk, requests in order). `status --json`
+    /// reports the emulated busy time as `emulated_busy_s`. Measure a layout end to end
+    /// with `reblock replay` on a machine without such a disk.
+    #[arg(long, value_name = "SPEC")]
+    pub emulate: Option<String>,
+    /// Run emulated time this many times faster than real time (holds shorter by that
+    /// factor; busy time stays in emulated seconds) [default: 1].
+    #[arg(long, value_name = "X", requires = "emulate")]
+    pub emulate_speed: Option<f64>,
     /// TOML file with any of these options (keys as the flags, with '_'); flags win.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -174,6 +187,8 @@ struct FileConfig {
     tls: Option<TlsMode>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
+    emulate: Option<String>,
+    emulate_speed: Option<f64>,
 }
 
 /// Parses `4096`, `64K`, `64M`, `1G`, `2T` (binary units; `KiB`/`MB` spellings too).
@@ -249,6 +264,8 @@ fn merge(mut a: Args) -> anyhow::Result<Args> {
             .map_err(|e| anyhow::anyhow!("{}: key socket_mode: {e}", path.display()))?;
     }
     a.max_connections = a.max_connections.or(c.max_connections);
+    a.emulate = a.emulate.or(c.emulate);
+    a.emulate_speed = a.emulate_speed.or(c.emulate_speed);
     a.tls = a.tls.or(c.tls);
     if a.tls_cert.is_none() && a.tls_key.is_none() {
         a.tls_cert = c.tls_cert;
@@ -504,7 +521,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         image: a.image.clone(),
         bopt_device: a.bopt_device.clone(),
         read_only: a.read_only,
-        bopt_bytes: a.bopt_size,
+        bopt_bytes: a.bopt_size.or_else(|| default_region_bytes(&a)),
         page_bytes: checked.page_bytes,
         segment_pages: a.segment_pages.unwrap_or(256),
         write_buffer_fraction: checked.write_buffer,
@@ -529,8 +546,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         sequential_cutoff_bytes: (cutoff > 0).then_some(cutoff),
         ..EngineOptions::default()
     };
-    let (engine, report) = Engine::open(opened.store.clone(), opts)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", a.image.display()))?;
+    let store = emulated(&a, opened.store.clone())?;
+    let (engine, report) =
+        Engine::open(store, opts).map_err(|e| anyhow::anyhow!("{}: {e}", a.image.display()))?;
     if report.unclean {
         eprintln!(
             "reblock: recovered after an unclean stop: {} map entries, all marked dirty",
@@ -542,6 +560,36 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let engine = Arc::new(engine);
     serve_engine(&a, checked, bound, engine)
+}
+
+/// The region `--create SIZE` formats when --bopt-size is not given: a tenth of the data
+/// area, whole MiB, at least 16 MiB and at most 2 GiB (the planner uses as much of it as
+/// pays). `None` when the image exists already (its BOPT, if any, is as formatted).
+fn default_region_bytes(a: &Args) -> Option<u64> {
+    let create = a.create?;
+    let fresh = std::fs::metadata(&a.image).map_or(true, |m| m.len() == 0);
+    fresh.then(|| (create / 10).clamp(16 << 20, 2 << 30) >> 20 << 20)
+}
+
+/// The backing store, wrapped in the disk emulation when --emulate is given.
+fn emulated(a: &Args, store: Arc<reblock_engine::FileStore>) -> anyhow::Result<Arc<dyn Store>> {
+    let Some(spec) = &a.emulate else {
+        return Ok(store);
+    };
+    let found = reblock_engine::meta::read_superblock(store.as_ref())
+        .map_err(|e| anyhow::anyhow!("{}: {e}", a.image.display()))?;
+    let layout = found.sb.layout;
+    let placement = DiskPlacement::middle(&layout);
+    let speed = a.emulate_speed.unwrap_or(1.0);
+    let emu = EmulatedStore::new(store, spec, &layout, placement, speed)?;
+    eprintln!(
+        "reblock: emulating {spec} at {speed}x: data area sectors 0..{}, region of {} sectors \
+         inserted at sector {}",
+        layout.data_bytes / 512,
+        placement.region_sectors,
+        placement.region_at
+    );
+    Ok(Arc::new(emu))
 }
 
 fn serve_engine(a: &Args, c: Checked, bound: Bound, engine: Arc<Engine>) -> anyhow::Result<()> {
