@@ -74,22 +74,34 @@ fn replay_against_nbdkit_counts_the_trace_and_names_a_request_past_the_end() {
     assert!(err.contains("request 3") && err.contains("--wrap"), "{err}");
 }
 
-fn emulated_busy(dir: &Path, name: &str, trace: &Path) -> f64 {
+/// `serve --create SIZE --emulate hdd:wd2500aaks` plus `extra`, ready; its socket and
+/// control socket.
+fn serve_emulated(
+    dir: &Path,
+    name: &str,
+    size: &str,
+    extra: &[&str],
+) -> (Killed, PathBuf, PathBuf) {
     let img = dir.join(format!("{name}.img"));
     let sock = dir.join(format!("{name}.sock"));
     let ctl = dir.join(format!("{name}.sock.ctl"));
     let mut serve = Command::new(cargo_bin("reblock"))
         .arg("serve")
         .arg(&img)
-        .args(["--create", "2G", "--unix", sock.to_str().unwrap()])
-        .args(["--emulate", "hdd:wd2500aaks", "--emulate-speed", "20"])
-        .args(["--replan-policy", "vanilla"])
+        .args(["--create", size, "--unix", sock.to_str().unwrap()])
+        .args(["--emulate", "hdd:wd2500aaks"])
+        .args(extra)
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     wait_for(&ctl, &mut serve);
     wait_for(&sock, &mut serve);
-    let _serve = Killed(serve);
+    (Killed(serve), sock, ctl)
+}
+
+fn emulated_busy(dir: &Path, name: &str, trace: &Path) -> f64 {
+    let extra = ["--emulate-speed", "20", "--replan-policy", "vanilla"];
+    let (_serve, sock, ctl) = serve_emulated(dir, name, "2G", &extra);
     let before = status_busy(&ctl);
     let v = replay_json(trace, &sock, &[]);
     assert_eq!(v["requests"], 200, "{v}");
@@ -121,4 +133,57 @@ fn emulated_disk_charges_scattered_reads_far_more_than_sequential_ones() {
     // A 7200 rpm disk: a scattered 4 KiB read costs several ms, a sequential one far less.
     assert!(s > 200.0 * 0.003, "scattered busy {s} s");
     assert!(s > 5.0 * q, "scattered {s} s vs sequential {q} s");
+}
+
+/// `serve` learns by default with the guard on: after a replay of a small hot set read
+/// over and over, `status --json` shows the guard's decisions, the figures behind the
+/// last one and why, and counts that add up to the plans made.
+#[test]
+fn serve_learns_by_default_and_status_shows_the_guards_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = ["--emulate-speed", "50", "--replan-every", "100"];
+    let (_serve, sock, ctl) = serve_emulated(dir.path(), "g", "1G", &extra);
+    // 40 pages scattered over 1 GiB, read in the same order 10 times.
+    let hot = msr_trace(dir.path(), "hot.csv", 400, |i| (i % 40) * 52_424 + 8);
+    let v = replay_json(&hot, &sock, &[]);
+    assert_eq!(v["requests"], 400, "{v}");
+    let status = || -> serde_json::Value {
+        let out = Command::new(cargo_bin("reblock"))
+            .args(["status", "--control", ctl.to_str().unwrap(), "--json"])
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let mut st = status();
+    for _ in 0..200 {
+        let done = st["reconfiguration"]["steps_pending"] == 0;
+        if st["replan"]["plans"].as_u64().unwrap_or(0) >= 1 && done {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        st = status();
+    }
+    let r = &st["replan"];
+    assert_eq!(r["policy"], "borg", "{st}");
+    assert_eq!(r["guard_device"], "hdd:wd2500aaks", "{r}");
+    let plans = r["plans"].as_u64().unwrap();
+    assert!(plans >= 1, "{r}");
+    let decided = ["admitted", "refused", "sent_home"]
+        .iter()
+        .map(|k| r[k].as_u64().unwrap())
+        .sum::<u64>();
+    assert_eq!(decided, plans, "{r}");
+    let a = &r["last_admission"];
+    assert!(
+        ["plan", "keep", "home"].contains(&a["choice"].as_str().unwrap()),
+        "{a}"
+    );
+    assert!(a["predicted_plain_busy_s"].as_f64().unwrap() > 0.0, "{a}");
+    assert!(
+        r["last_admission_reason"]
+            .as_str()
+            .unwrap()
+            .contains("keep"),
+        "{r}"
+    );
 }

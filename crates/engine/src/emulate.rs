@@ -3,8 +3,9 @@
 //! time on the named device model (reblock-device's service-time code: seek, rotation,
 //! transfer, on-board cache), computed from where the I/O lands on that disk. The data
 //! area and the optimized region are laid onto the one disk as `evaluate` lays them: the
-//! region inserted inside the data area at a chosen position (the middle by default),
-//! the data area's later part shifted past it. Requests are served one at a time, in the
+//! region inserted inside the data area at a chosen position (`serve` puts it right
+//! after the data area, where the image holds it), the data area's later part shifted
+//! past it. Requests are served one at a time, in the
 //! order they arrive. The sum of service times is the emulated busy time `status`
 //! reports, so a layout's effect can be measured end to end on a machine without such a
 //! disk.
@@ -205,6 +206,16 @@ impl EmulatedStore {
         t
     }
 
+    /// Writes the model's on-board cache out (what a cache flush makes a disk do),
+    /// counting its busy time; returns when the disk is done.
+    fn drain(&self) -> u64 {
+        let mut disk = self.disk.lock().unwrap_or_else(|e| e.into_inner());
+        let d = disk.device.drain();
+        self.busy_ns.fetch_add(d.busy_ns, Relaxed);
+        disk.free_at_ns = disk.free_at_ns.max(d.end_ns);
+        disk.free_at_ns
+    }
+
     /// Sleeps until emulated time `done_ns`.
     fn hold_until(&self, done_ns: u64) {
         let due = self.start + Duration::from_secs_f64(done_ns as f64 / 1e9 / self.speed);
@@ -228,7 +239,11 @@ impl Store for EmulatedStore {
         Ok(())
     }
     fn sync(&self, dev: Dev) -> io::Result<()> {
-        self.inner.sync(dev)
+        // A durable write needs the disk's cache written out, as a flush makes it do.
+        let done = self.drain();
+        self.inner.sync(dev)?;
+        self.hold_until(done);
+        Ok(())
     }
     fn len(&self, dev: Dev) -> io::Result<u64> {
         self.inner.len(dev)
@@ -236,7 +251,10 @@ impl Store for EmulatedStore {
     fn shared(&self) -> bool {
         self.inner.shared()
     }
+    /// Includes writing out what the disk's cache still holds, so that a figure taken
+    /// after a run does not depend on how much idle time the disk had to do it in.
     fn emulated_busy_s(&self) -> Option<f64> {
+        self.drain();
         Some(self.busy_s())
     }
 }

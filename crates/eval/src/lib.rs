@@ -12,6 +12,7 @@
 pub mod config;
 pub mod html;
 pub mod layout;
+pub mod online;
 pub mod planner;
 pub mod replay;
 pub mod results;
