@@ -251,10 +251,10 @@ impl Store for EmulatedStore {
     fn shared(&self) -> bool {
         self.inner.shared()
     }
-    /// Includes writing out what the disk's cache still holds, so that a figure taken
-    /// after a run does not depend on how much idle time the disk had to do it in.
+    /// What the disk's cache still holds is counted when it is written out: in idle
+    /// time, or at a flush (`reblock replay` ends with one). Reading the figure must not
+    /// flush the cache: the re-planner polls `status` and would change what it measures.
     fn emulated_busy_s(&self) -> Option<f64> {
-        self.drain();
         Some(self.busy_s())
     }
 }

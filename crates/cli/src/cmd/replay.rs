@@ -113,7 +113,8 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         1
     });
-    let mut out = drive(&requests, sender, receiver, depth, args.speed)
+    let flush = info.tx_flags & reblock_nbd::proto::TX_SEND_FLUSH != 0;
+    let mut out = drive(&requests, sender, receiver, depth, args.speed, flush)
         .with_context(|| format!("replaying to {target}"))?;
     out.trace = args.input.trace.display().to_string();
     out.target = target;
@@ -202,13 +203,15 @@ fn drive(
     receiver: Receiver,
     depth: usize,
     speed: Option<f64>,
+    flush: bool,
 ) -> Result<Output> {
     let inflight: Arc<Mutex<HashMap<u64, (Instant, Sent)>>> = Arc::default();
     let (done_tx, done_rx) = mpsc::channel::<Result<(u64, bool), String>>();
     let total = reqs.len() as u64;
     let collector = {
         let inflight = inflight.clone();
-        std::thread::spawn(move || collect(receiver, inflight, done_tx, total))
+        let replies = total + u64::from(flush);
+        std::thread::spawn(move || collect(receiver, inflight, done_tx, replies))
     };
     let payload = vec![0xa5u8; reqs.iter().map(|r| r.length).max().unwrap_or(0) as usize];
     let mut progress = Progress::new("replaying", "requests", Some(total));
@@ -269,6 +272,32 @@ fn drive(
     }
     let elapsed = t0.elapsed().as_secs_f64();
     progress.finish();
+    // A final flush makes the writes durable, and a disk (or an emulated one) write out
+    // its cache, so that what the export reports afterwards covers the whole replay.
+    if flush {
+        let cookie = reqs.len() as u64;
+        inflight.lock().expect("inflight lock").insert(
+            cookie,
+            (
+                Instant::now(),
+                Sent {
+                    offset: 0,
+                    length: 0,
+                    write: true,
+                    ts_ns: 0,
+                },
+            ),
+        );
+        sender
+            .send(cookie, Command::Flush, 0, 0, &[])
+            .context("send the final flush")?;
+        match done_rx.recv() {
+            Ok(Ok((_, true))) => {}
+            Ok(Ok((_, false))) => bail!("the final flush failed"),
+            Ok(Err(e)) => bail!("the final flush: {e}"),
+            Err(_) => bail!("the final flush: reply reader stopped"),
+        }
+    }
     let _ = sender.disconnect();
     let _ = collector.join();
     Ok(summarize(reqs, latencies, errors, elapsed))
