@@ -57,6 +57,8 @@ enum Command {
     Demo(cmd::demo::Args),
     /// Lay out an XML document on a disk model (default vs tree layouts) and measure queries.
     Tree(cmd::tree::Args),
+    /// Send a trace's reads and writes to an NBD export and report latency and throughput.
+    Replay(cmd::replay::Args),
 }
 
 fn main() {
@@ -89,6 +91,7 @@ fn main() {
         Command::Freemap(a) => cmd::freemap::run(a),
         Command::Demo(a) => cmd::demo::run(a),
         Command::Tree(a) => cmd::tree::run(a),
+        Command::Replay(a) => cmd::replay::run(a),
     };
     if let Err(e) = result {
         eprintln!("reblock: error: {}", render(&e));

@@ -189,6 +189,9 @@ pub struct Status {
     pub destage_backlog_pages: u64,
     /// Pages promoted (copied home -> BOPT) by reconfiguration since the engine opened.
     pub promotions: u64,
+    /// Busy seconds of the emulated disk (`serve --emulate`); absent without emulation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emulated_busy_s: Option<f64>,
 }
 
 /// Why a plan was not taken up.
@@ -1186,6 +1189,7 @@ impl Engine {
             },
             destage_backlog_pages: dirty_pages,
             promotions: self.counters.promotions.load(Relaxed),
+            emulated_busy_s: self.store.emulated_busy_s(),
         }
     }
 

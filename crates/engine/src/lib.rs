@@ -10,6 +10,7 @@ pub mod background;
 pub mod check;
 pub mod control;
 pub mod crc;
+pub mod emulate;
 pub mod engine;
 pub mod format;
 pub mod image;

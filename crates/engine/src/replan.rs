@@ -8,9 +8,10 @@
 //! module only decides *when*.
 
 use crate::engine::Engine;
-use reblock_layout::Plan;
+use reblock_eval::online::{AdmissionModel, Backtest};
+use reblock_layout::{Admission, Choice, Plan};
 use reblock_nbd::{Op as NbdOp, RequestEvent, RequestObserver};
-use reblock_plan::{build_graphs, by_name, policies, PlanParams, Policy};
+use reblock_plan::{build_graphs, by_name, policies, Placement, PlanParams, Policy};
 use reblock_trace::{Op, Request};
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -52,6 +53,10 @@ pub enum ReplanError {
     NotReadCache(#[from] reblock_plan::NotReadCache),
     #[error(transparent)]
     Reconfigure(#[from] crate::engine::ReconfigureError),
+    #[error("admission: {0}")]
+    Admission(reblock_eval::EvalError),
+    #[error("guard device: {0}")]
+    GuardDevice(reblock_eval::EvalError),
     #[error("spawn re-planning thread: {0}")]
     Spawn(std::io::Error),
 }
@@ -102,6 +107,10 @@ pub struct ReplanOptions {
     pub min_new_requests: u64,
     /// How often triggers are checked.
     pub poll: Duration,
+    /// The admission guard's device model (`evaluate --device` spec): each plan is
+    /// installed only when the busy time it is predicted to save on the model exceeds
+    /// what its copies cost there. `None`: every plan is installed.
+    pub guard_device: Option<String>,
 }
 
 impl ReplanOptions {
@@ -114,6 +123,7 @@ impl ReplanOptions {
             window_requests: 1 << 20,
             min_new_requests: 64,
             poll: Duration::from_millis(100),
+            guard_device: None,
         }
     }
 }
@@ -133,6 +143,16 @@ pub struct ReplanStatus {
     pub last_planning_ms: f64,
     pub requests_seen: u64,
     pub last_error: Option<String>,
+    /// The admission guard's device model; absent when every plan is installed.
+    pub guard_device: Option<String>,
+    /// The guard's last decision (plan, keep or home) and the predictions behind it.
+    pub last_admission: Option<Admission>,
+    /// The last decision in words: which candidate won and by how much.
+    pub last_admission_reason: Option<String>,
+    /// Decisions so far: plans installed, plans refused (kept), sent home.
+    pub admitted: u64,
+    pub refused: u64,
+    pub sent_home: u64,
 }
 
 /// The most recent served requests, as trace records (connection id as pid), in a ring
@@ -236,6 +256,37 @@ pub fn check_online_policy(name: &str) -> Result<(), ReplanError> {
     })
 }
 
+/// The read-cache placement `policy` makes from `requests`, sized to the engine's read
+/// cache (requests past the data area are left out: the server refuses them anyway).
+fn placement_of(
+    engine: &Engine,
+    policy: &str,
+    requests: &[Request],
+) -> Result<Placement, ReplanError> {
+    let p = by_name(policy)?;
+    let layout = engine.layout();
+    let page_sectors =
+        NonZeroU32::new(layout.page_bytes / 512).ok_or(ReplanError::PageSize(layout.page_bytes))?;
+    let data_pages = layout.data_bytes / u64::from(layout.page_bytes);
+    let graph = build_graphs(requests.iter().copied().filter(|r| {
+        (r.sector + u64::from(r.sectors)).div_ceil(u64::from(page_sectors.get())) <= data_pages
+    }));
+    let params = PlanParams {
+        page_sectors,
+        read_cache_pages: Some(u64::from(layout.read_cache_pages)),
+        ..PlanParams::default()
+    };
+    Ok(p.plan(&graph, &params))
+}
+
+/// Starts the engine's background reconfiguration toward `placement`; its pages.
+fn install(engine: &Engine, placement: &Placement) -> Result<u64, ReplanError> {
+    let plan = Plan::try_from(placement)?;
+    let pages = plan.pages();
+    engine.reconfigure_unless_detached(plan)?;
+    Ok(pages)
+}
+
 /// Builds a read-cache plan from `requests` with `policy`, sized to the engine's read
 /// cache, and starts the engine's background reconfiguration toward it.
 pub fn plan_and_apply(
@@ -243,26 +294,56 @@ pub fn plan_and_apply(
     policy: &str,
     requests: Vec<Request>,
 ) -> Result<u64, ReplanError> {
-    let p = by_name(policy)?;
-    let layout = engine.layout();
-    let page_sectors =
-        NonZeroU32::new(layout.page_bytes / 512).ok_or(ReplanError::PageSize(layout.page_bytes))?;
-    let data_pages = layout.data_bytes / u64::from(layout.page_bytes);
-    // Requests past the data area cannot be planned (the server refuses them anyway).
-    let requests = requests.into_iter().filter(|r| {
-        (r.sector + u64::from(r.sectors)).div_ceil(u64::from(page_sectors.get())) <= data_pages
-    });
-    let graph = build_graphs(requests);
-    let params = PlanParams {
-        page_sectors,
-        read_cache_pages: Some(u64::from(layout.read_cache_pages)),
-        ..PlanParams::default()
+    install(engine, &placement_of(engine, policy, &requests)?)
+}
+
+/// What one guarded re-plan did.
+#[derive(Clone, Debug)]
+pub struct Guarded {
+    pub admission: Admission,
+    /// Pages of the plan installed (0 when kept).
+    pub pages: u64,
+}
+
+/// Plans from `requests` and lets the admission rule (the one `evaluate` applies) decide
+/// between the plan, the layout in place and the plain layout: each is replayed on
+/// `model` over the last part of the window (the backtest: a plan made without it is
+/// judged on it), scaled to `next_requests`, plus its scheduled copy cost.
+pub fn plan_guarded(
+    engine: &Engine,
+    policy: &str,
+    requests: &[Request],
+    model: &AdmissionModel,
+    next_requests: u64,
+) -> Result<Guarded, ReplanError> {
+    let data_sectors = engine.layout().data_bytes / 512;
+    let requests: Vec<Request> = requests
+        .iter()
+        .copied()
+        .filter(|r| r.sector + u64::from(r.sectors) <= data_sectors)
+        .collect();
+    let tail_len = (requests.len() / 4).clamp(1, next_requests.max(1) as usize);
+    let split = requests.len().saturating_sub(tail_len);
+    let tail = &requests[split..];
+    let plan = placement_of(engine, policy, &requests)?;
+    let trial = placement_of(engine, policy, &requests[..split])?;
+    let b = Backtest {
+        tail,
+        scale: next_requests as f64 / tail.len().max(1) as f64,
     };
-    let placement = p.plan(&graph, &params);
-    let plan = Plan::try_from(&placement)?;
-    let pages = plan.pages();
-    engine.reconfigure_unless_detached(plan)?;
-    Ok(pages)
+    let admission = model
+        .admit(&engine.indirector(), &plan, &trial, &b)
+        .map_err(ReplanError::Admission)?;
+    let pages = match admission.choice {
+        Choice::Keep => 0,
+        Choice::Plan => install(engine, &plan)?,
+        Choice::Home => {
+            let mut home = plan;
+            home.ranges.clear();
+            install(engine, &home)?
+        }
+    };
+    Ok(Guarded { admission, pages })
 }
 
 /// Trigger state between polls.
@@ -336,8 +417,22 @@ impl Replanner {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
+        let model = o
+            .guard_device
+            .as_deref()
+            .map(AdmissionModel::new)
+            .transpose()
+            .map_err(ReplanError::GuardDevice)?;
+        let planner = Planner {
+            model,
+            next_requests: match o.every {
+                Some(Every::Requests(n)) => n,
+                _ => o.window_requests as u64,
+            },
+        };
         let mut status = ReplanStatus {
             policy: o.policy.clone(),
+            guard_device: o.guard_device.clone(),
             ..Default::default()
         };
         engine.set_replan_status(status.clone());
@@ -358,7 +453,7 @@ impl Replanner {
                     let seen = window.seen();
                     status.requests_seen = seen;
                     if let Some(trigger) = t.due(&engine, seen) {
-                        replan_once(&engine, &window, &mut status, trigger);
+                        replan_once(&engine, &window, &planner, &mut status, trigger);
                         t.planned(seen);
                     }
                     engine.set_replan_status(status.clone());
@@ -379,16 +474,52 @@ impl Replanner {
     }
 }
 
-fn replan_once(engine: &Engine, window: &RequestWindow, s: &mut ReplanStatus, trigger: &str) {
+/// How the re-planner plans: the policy, and the guard when it is on.
+struct Planner {
+    model: Option<AdmissionModel>,
+    /// Requests the next plan is expected to serve (the trigger's period).
+    next_requests: u64,
+}
+
+impl Planner {
+    /// Plans once, guarded or not; the pages installed.
+    fn run(
+        &self,
+        engine: &Engine,
+        s: &mut ReplanStatus,
+        requests: &[Request],
+    ) -> Result<u64, ReplanError> {
+        let Some(model) = &self.model else {
+            return plan_and_apply(engine, &s.policy, requests.to_vec());
+        };
+        let g = plan_guarded(engine, &s.policy, requests, model, self.next_requests)?;
+        match g.admission.choice {
+            Choice::Plan => s.admitted += 1,
+            Choice::Keep => s.refused += 1,
+            Choice::Home => s.sent_home += 1,
+        }
+        s.last_admission_reason = Some(g.admission.reason());
+        s.last_admission = Some(g.admission);
+        Ok(g.pages)
+    }
+}
+
+fn replan_once(
+    engine: &Engine,
+    window: &RequestWindow,
+    planner: &Planner,
+    s: &mut ReplanStatus,
+    trigger: &str,
+) {
     let requests = window.snapshot();
     let n = requests.len() as u64;
     let t0 = Instant::now();
-    match plan_and_apply(engine, &s.policy, requests) {
+    match planner.run(engine, s, &requests) {
         Ok(pages) => {
             s.plans += 1;
             s.last_planned_pages = pages;
             s.last_error = None;
-            tracing::info!(trigger, pages, requests = n, "re-planned");
+            tracing::info!(trigger, pages, requests = n, decision = ?s.last_admission_reason, "re-planned");
         }
         Err(e) => {
             tracing::warn!(trigger, error = %e, "re-planning failed");

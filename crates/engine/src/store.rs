@@ -22,6 +22,10 @@ pub trait Store: Send + Sync {
     fn len(&self, dev: Dev) -> io::Result<u64>;
     /// True when both devices are one file (one sync covers both).
     fn shared(&self) -> bool;
+    /// Busy seconds of the disk model this store emulates (`serve --emulate`), if any.
+    fn emulated_busy_s(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// A file or block device, plus an optional separate BOPT device.

@@ -13,6 +13,7 @@ pub mod config;
 pub mod free;
 pub mod html;
 pub mod layout;
+pub mod online;
 pub mod planner;
 pub mod replay;
 pub mod replicas;

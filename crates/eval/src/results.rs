@@ -73,46 +73,8 @@ pub struct PhaseResult {
     pub response_ns: LogHistogram,
 }
 
-/// The layout a reconfiguration leaves in place.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Choice {
-    /// The new plan, copies and all.
-    Plan,
-    /// The layout already in place; nothing is copied.
-    Keep,
-    /// Every page home: the plain layout.
-    Home,
-}
-
-/// The admission rule's inputs and decision: predicted busy seconds of the next phase on
-/// each candidate layout, and the busy seconds of the copies that reach it.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Admission {
-    pub choice: Choice,
-    pub predicted_plan_busy_s: f64,
-    pub predicted_keep_busy_s: f64,
-    pub predicted_plain_busy_s: f64,
-    pub plan_copy_busy_s: f64,
-    pub home_copy_busy_s: f64,
-}
-
-impl Admission {
-    /// The candidate with the least predicted busy time plus copy time; on a tie what is
-    /// in place stays (a move must save more than it costs).
-    pub fn choose(&self) -> Choice {
-        let keep = self.predicted_keep_busy_s;
-        let plan = self.predicted_plan_busy_s + self.plan_copy_busy_s;
-        let home = self.predicted_plain_busy_s + self.home_copy_busy_s;
-        if plan < keep && plan <= home {
-            Choice::Plan
-        } else if home < keep {
-            Choice::Home
-        } else {
-            Choice::Keep
-        }
-    }
-}
+/// The admission rule lives in the layout crate, shared with the online engine.
+pub use reblock_layout::admission::{Admission, Choice};
 
 /// Response times of the normal phases' requests: percentiles and the CDF the report
 /// draws, in milliseconds (each value a bucket's upper end, within about 9 %).

@@ -25,6 +25,7 @@
 //! assert_eq!(out[0].region, Region::Bopt);
 //! ```
 
+pub mod admission;
 mod apply;
 pub mod bopt;
 pub mod copy;
@@ -35,6 +36,7 @@ pub mod plan;
 pub mod schedule;
 pub mod units;
 
+pub use admission::{Admission, Choice};
 pub use bopt::{Area, BoptConfig, BoptPosition, Geometry, GeometryError, Region, Segments};
 pub use copy::{CopyKind, CopyOp, PageRun, Step};
 pub use diff::{diff, DiffOptions, DiffStats, Reconfiguration};

@@ -16,6 +16,7 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+pub mod client;
 pub mod export;
 pub mod file;
 pub mod handshake;

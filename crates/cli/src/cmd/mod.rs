@@ -13,6 +13,7 @@ pub mod pairs;
 pub mod plan;
 pub mod reconfigure;
 pub mod record;
+pub mod replay;
 pub mod serve;
 pub mod simulate;
 pub mod status;

@@ -5,6 +5,7 @@
 use anyhow::{bail, Context};
 use reblock_engine::background::{Background, BackgroundOptions};
 use reblock_engine::control::ControlServer;
+use reblock_engine::emulate::{DiskPlacement, EmulatedStore};
 use reblock_engine::image::{open_image, ImageOptions};
 use reblock_engine::recorder::Recorder;
 use reblock_engine::replan::{Every, ReplanOptions, Replanner, RequestWindow};
@@ -99,12 +100,21 @@ pub struct Args {
     /// write that fits, as the dissertation's indirection algorithm is written [default: 256K].
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub sequential_cutoff: Option<u64>,
-    /// Re-plan online with this policy (vanilla, hot, borg, dlr-seq): the served requests
-    /// are kept in memory, turned into an access graph, placed into the read cache and
-    /// applied by the background reconfiguration. Off unless given. Triggers below; with
-    /// none of them, every 100000 requests.
+    /// Learning: re-plan online with this policy (hot, borg, dlr-seq): the served
+    /// requests are kept in memory, turned into an access graph, placed into the read
+    /// cache and applied by the background reconfiguration, each plan only when the
+    /// admission guard predicts it saves more than its copies cost (see --no-guard).
+    /// `vanilla` turns learning off. Triggers below; with none of them, every 2500
+    /// requests [default: borg].
     #[arg(long)]
     pub replan_policy: Option<String>,
+    /// Install every plan the policy makes, without the admission guard.
+    #[arg(long)]
+    pub no_guard: bool,
+    /// The guard's device model, as `evaluate --device` takes it [default: the --emulate
+    /// model, else hdd:wd2500aaks].
+    #[arg(long, value_name = "SPEC")]
+    pub guard_device: Option<String>,
     /// Re-plan periodically: a period (30s, 10m, 1h) or a request count (5000).
     #[arg(long, value_parser = reblock_engine::replan::parse_every)]
     pub replan_every: Option<reblock_engine::replan::Every>,
@@ -118,6 +128,18 @@ pub struct Args {
     /// Served requests kept in memory for re-planning [default: 1000000].
     #[arg(long)]
     pub replan_window: Option<usize>,
+    /// Behave like this disk model (hdd:wd2500aaks, hdd:barracuda, ...): every backing
+    /// I/O is held until its completion time on the model, computed from where it lands
+    /// (the data area, then the optimized region right after it, as the image holds them
+    /// and as `evaluate --bopt-at end` lays them out; one disk, requests in order). `status --json`
+    /// reports the emulated busy time as `emulated_busy_s`. Measure a layout end to end
+    /// with `reblock replay` on a machine without such a disk.
+    #[arg(long, value_name = "SPEC")]
+    pub emulate: Option<String>,
+    /// Run emulated time this many times faster than real time (holds shorter by that
+    /// factor; busy time stays in emulated seconds) [default: 1].
+    #[arg(long, value_name = "X", requires = "emulate")]
+    pub emulate_speed: Option<f64>,
     /// TOML file with any of these options (keys as the flags, with '_'); flags win.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -174,6 +196,10 @@ struct FileConfig {
     tls: Option<TlsMode>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
+    emulate: Option<String>,
+    emulate_speed: Option<f64>,
+    no_guard: Option<bool>,
+    guard_device: Option<String>,
 }
 
 /// Parses `4096`, `64K`, `64M`, `1G`, `2T` (binary units; `KiB`/`MB` spellings too).
@@ -249,6 +275,10 @@ fn merge(mut a: Args) -> anyhow::Result<Args> {
             .map_err(|e| anyhow::anyhow!("{}: key socket_mode: {e}", path.display()))?;
     }
     a.max_connections = a.max_connections.or(c.max_connections);
+    a.emulate = a.emulate.or(c.emulate);
+    a.emulate_speed = a.emulate_speed.or(c.emulate_speed);
+    a.no_guard |= c.no_guard.unwrap_or(false);
+    a.guard_device = a.guard_device.or(c.guard_device);
     a.tls = a.tls.or(c.tls);
     if a.tls_cert.is_none() && a.tls_key.is_none() {
         a.tls_cert = c.tls_cert;
@@ -497,6 +527,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let a = merge(args)?;
     let checked = check_args(&a)?;
     check_create_size(&a)?;
+    // Signals are caught before the socket exists: a script that stops the server as
+    // soon as it appears (or reads the "serving" line) gets a clean stop, even while the
+    // guard's device model is still being set up.
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
     // Listen before the image is touched: a server that cannot listen leaves it as it was.
     let bound = Bound::bind(&checked.listen, a.socket_mode.unwrap_or(0o600))
         .with_context(|| format!("listen on {}", checked.listen.uri("")))?;
@@ -504,7 +540,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         image: a.image.clone(),
         bopt_device: a.bopt_device.clone(),
         read_only: a.read_only,
-        bopt_bytes: a.bopt_size,
+        bopt_bytes: a.bopt_size.or_else(|| default_region_bytes(&a)),
         page_bytes: checked.page_bytes,
         segment_pages: a.segment_pages.unwrap_or(256),
         write_buffer_fraction: checked.write_buffer,
@@ -529,8 +565,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         sequential_cutoff_bytes: (cutoff > 0).then_some(cutoff),
         ..EngineOptions::default()
     };
-    let (engine, report) = Engine::open(opened.store.clone(), opts)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", a.image.display()))?;
+    let store = emulated(&a, opened.store.clone())?;
+    let (engine, report) =
+        Engine::open(store, opts).map_err(|e| anyhow::anyhow!("{}: {e}", a.image.display()))?;
     if report.unclean {
         eprintln!(
             "reblock: recovered after an unclean stop: {} map entries, all marked dirty",
@@ -541,10 +578,46 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("reblock: ERROR: {w}");
     }
     let engine = Arc::new(engine);
-    serve_engine(&a, checked, bound, engine)
+    serve_engine(&a, checked, bound, engine, stop)
 }
 
-fn serve_engine(a: &Args, c: Checked, bound: Bound, engine: Arc<Engine>) -> anyhow::Result<()> {
+/// The region `--create SIZE` formats when --bopt-size is not given: a tenth of the data
+/// area, whole MiB, at least 16 MiB and at most 2 GiB (the planner uses as much of it as
+/// pays). `None` when the image exists already (its BOPT, if any, is as formatted).
+fn default_region_bytes(a: &Args) -> Option<u64> {
+    let create = a.create?;
+    let fresh = std::fs::metadata(&a.image).map_or(true, |m| m.len() == 0);
+    fresh.then(|| (create / 10).clamp(16 << 20, 2 << 30) >> 20 << 20)
+}
+
+/// The backing store, wrapped in the disk emulation when --emulate is given.
+fn emulated(a: &Args, store: Arc<reblock_engine::FileStore>) -> anyhow::Result<Arc<dyn Store>> {
+    let Some(spec) = &a.emulate else {
+        return Ok(store);
+    };
+    let found = reblock_engine::meta::read_superblock(store.as_ref())
+        .map_err(|e| anyhow::anyhow!("{}: {e}", a.image.display()))?;
+    let layout = found.sb.layout;
+    let placement = DiskPlacement::at(&layout, layout.data_bytes / 512);
+    let speed = a.emulate_speed.unwrap_or(1.0);
+    let emu = EmulatedStore::new(store, spec, &layout, placement, speed)?;
+    eprintln!(
+        "reblock: emulating {spec} at {speed}x: data area sectors 0..{}, region of {} sectors \
+         inserted at sector {}",
+        layout.data_bytes / 512,
+        placement.region_sectors,
+        placement.region_at
+    );
+    Ok(Arc::new(emu))
+}
+
+fn serve_engine(
+    a: &Args,
+    c: Checked,
+    bound: Bound,
+    engine: Arc<Engine>,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<()> {
     let recorder = match &a.record {
         Some(p) => Some(Arc::new(
             Recorder::create(p).with_context(|| format!("--record {}", p.display()))?,
@@ -596,11 +669,6 @@ fn serve_engine(a: &Args, c: Checked, bound: Bound, engine: Arc<Engine>) -> anyh
         ),
         _ => None,
     };
-    // Signals are caught before the "serving" line: a script that stops the server as
-    // soon as it reads the line gets a clean stop.
-    let stop = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
-    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
     eprintln!(
         "reblock: serving {} at {}{} (control {})",
         a.image.display(),
@@ -636,17 +704,29 @@ fn serve_engine(a: &Args, c: Checked, bound: Bound, engine: Arc<Engine>) -> anyh
     Ok(())
 }
 
-/// The re-planning options, or `None` when --replan-policy is absent.
+/// Policy `serve` learns with when --replan-policy is not given.
+const DEFAULT_REPLAN_POLICY: &str = "borg";
+/// Requests between re-plans when no trigger is given.
+const DEFAULT_REPLAN_REQUESTS: u64 = 2500;
+/// The guard's model when neither --guard-device nor --emulate names one.
+const DEFAULT_GUARD_DEVICE: &str = "hdd:wd2500aaks";
+
+/// The re-planning options, or `None` when learning is off (`--replan-policy vanilla`,
+/// or a read-only export).
 fn replan_options(a: &Args) -> anyhow::Result<Option<ReplanOptions>> {
-    let Some(policy) = &a.replan_policy else {
+    let policy = a.replan_policy.as_deref().unwrap_or(DEFAULT_REPLAN_POLICY);
+    if policy == "vanilla" || (a.read_only && a.replan_policy.is_none()) {
         if a.replan_every.is_some()
             || a.replan_on_idle.is_some()
             || a.replan_on_hit_rate_drop.is_some()
         {
-            bail!("--replan-every/--replan-on-idle/--replan-on-hit-rate-drop need --replan-policy");
+            bail!(
+                "--replan-every/--replan-on-idle/--replan-on-hit-rate-drop: learning is off \
+                 (--replan-policy vanilla or --read-only)"
+            );
         }
         return Ok(None);
-    };
+    }
     reblock_engine::replan::check_online_policy(policy)
         .map_err(|e| anyhow::anyhow!("--replan-policy: {e}"))?;
     let mut o = ReplanOptions::new(policy);
@@ -667,7 +747,14 @@ fn replan_options(a: &Args) -> anyhow::Result<Option<ReplanOptions>> {
         o.on_hit_rate_drop = Some(f);
     }
     if o.every.is_none() && o.on_idle.is_none() && o.on_hit_rate_drop.is_none() {
-        o.every = Some(Every::Requests(100_000));
+        o.every = Some(Every::Requests(DEFAULT_REPLAN_REQUESTS));
+    }
+    if !a.no_guard {
+        let spec = (a.guard_device.as_deref())
+            .or(a.emulate.as_deref())
+            .unwrap_or(DEFAULT_GUARD_DEVICE);
+        reblock_device::parse_spec(spec).map_err(|e| anyhow::anyhow!("--guard-device: {e}"))?;
+        o.guard_device = Some(spec.to_string());
     }
     if let Some(n) = a.replan_window {
         o.window_requests = n.max(1);

@@ -1,0 +1,83 @@
+//! The admission rule's predictions for a running server (`serve`): the same candidates,
+//! shadow replays and scheduled copy costs as `evaluate`'s reconfigurations
+//! ([`crate::run`]), over the server's recent requests, decided by the layout crate's
+//! [`Admission::choose`] that `evaluate` uses.
+
+use reblock_layout::{Admission, Choice, Indirector, ScheduleOptions};
+use reblock_plan::Placement;
+use reblock_trace::Request;
+
+use crate::layout::Layout;
+use crate::{replay, EvalError};
+
+/// Predicts, on one device model, what each candidate layout would cost.
+#[derive(Clone, Debug)]
+pub struct AdmissionModel {
+    device: String,
+    schedule: ScheduleOptions,
+}
+
+/// The requests the decision is judged on, and how they stand for the next phase.
+pub struct Backtest<'a> {
+    /// Recent requests (FS sectors of the data area) replayed on each candidate.
+    pub tail: &'a [Request],
+    /// Next phase's expected length over the tail's (predictions are scaled by it).
+    pub scale: f64,
+}
+
+impl AdmissionModel {
+    /// `device`: a spec as `evaluate --device` takes it (e.g. `hdd:wd2500aaks`).
+    pub fn new(device: &str) -> Result<AdmissionModel, EvalError> {
+        Ok(AdmissionModel {
+            device: device.to_string(),
+            schedule: ScheduleOptions {
+                read_gap_sectors: replay::read_through_gap_sectors(device)?,
+                ..ScheduleOptions::default()
+            },
+        })
+    }
+
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+
+    /// The admission decision for replacing the read cache of `current` with `plan`:
+    /// `trial` is the policy's plan made without the tail (as the plan will meet
+    /// requests it was not made from), judged on the tail; `plan`'s own copies are the
+    /// plan's cost.
+    pub fn admit(
+        &self,
+        current: &Indirector,
+        plan: &Placement,
+        trial: &Placement,
+        b: &Backtest,
+    ) -> Result<Admission, EvalError> {
+        let now = Layout::Bopt(current.clone());
+        let shadow = |l: Layout| replay::shadow(&self.device, 1.0, b.tail, l);
+        let plain_s = shadow(Layout::Home(*current.geometry()))? * b.scale;
+        let keep_s = shadow(now.clone())? * b.scale;
+        let mut tried = now.clone();
+        tried.reconfigure(trial, &self.schedule)?;
+        let plan_s = shadow(tried)? * b.scale;
+        let mut home = plan.clone();
+        home.ranges.clear();
+        Ok(Admission {
+            choice: Choice::Keep,
+            predicted_plan_busy_s: plan_s,
+            predicted_keep_busy_s: keep_s,
+            predicted_plain_busy_s: plain_s,
+            plan_copy_busy_s: self.copy_busy_s(&now, plan)?,
+            home_copy_busy_s: self.copy_busy_s(&now, &home)?,
+        }
+        .decided())
+    }
+
+    /// Busy seconds of the scheduled copies that turn `layout` into `placement`'s.
+    fn copy_busy_s(&self, layout: &Layout, placement: &Placement) -> Result<f64, EvalError> {
+        let mut l = layout.clone();
+        let io = l.reconfigure(placement, &self.schedule)?;
+        Ok(replay::copies(&self.device, &io.requests)?
+            .summary
+            .busy_time_s)
+    }
+}
