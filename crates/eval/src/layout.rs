@@ -192,6 +192,22 @@ impl Layout {
         matches!(self, Layout::Permuted(p) if !p.location.is_empty())
     }
 
+    /// `placement` as a diff against what is in place: pages already in the read cache
+    /// keep their slots (see [`Placement::stable_against`]).
+    pub fn stable(&self, placement: &Placement) -> Placement {
+        let Layout::Bopt(ind) = self else {
+            return placement.clone();
+        };
+        let slots = ind.geometry().read_cache_pages;
+        let in_place: FxHashMap<u64, u64> = ind
+            .map()
+            .iter()
+            .filter(|&(_, slot, _)| slot < slots)
+            .map(|(page, slot, _)| (page, u64::from(slot)))
+            .collect();
+        placement.stable_against(&in_place, u64::from(slots))
+    }
+
     /// Turns the layout into `placement`'s: returns the copy I/O and applies the map
     /// effect. The caller replays the I/O as the reconfiguration phase.
     pub fn reconfigure(

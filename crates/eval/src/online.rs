@@ -68,6 +68,8 @@ impl AdmissionModel {
             predicted_plain_busy_s: plain_s,
             plan_copy_busy_s: self.copy_busy_s(&now, plan)?,
             home_copy_busy_s: self.copy_busy_s(&now, &home)?,
+            // Online a layout stays until the next re-plan replaces it: the full horizon.
+            horizon_phases: Admission::horizon(u64::MAX),
         }
         .decided())
     }

@@ -277,3 +277,49 @@ pub fn relate_to_vanilla(policies: &mut BTreeMap<String, PolicyResult>) {
         r.busy_vs_vanilla = (total > 0.0).then(|| r.busy_time_s / total);
     }
 }
+
+#[cfg(test)]
+mod admission_tests {
+    use super::*;
+
+    fn admission(keep: f64, plan: f64, copy: f64, horizon: f64) -> Admission {
+        Admission {
+            choice: Choice::Keep,
+            predicted_plan_busy_s: plan,
+            predicted_keep_busy_s: keep,
+            predicted_plain_busy_s: keep,
+            plan_copy_busy_s: copy,
+            home_copy_busy_s: 0.1,
+            horizon_phases: horizon,
+        }
+    }
+
+    #[test]
+    fn horizon_discounts_later_phases() {
+        assert_eq!(Admission::horizon(0), 1.0);
+        assert_eq!(Admission::horizon(1), 1.0);
+        assert_eq!(Admission::horizon(2), 1.5);
+        assert_eq!(Admission::horizon(3), 1.75);
+        assert_eq!(Admission::horizon(40), 1.75);
+    }
+
+    #[test]
+    fn a_large_saving_pays_its_copies_over_the_horizon() {
+        // The start-up capture's second boundary: 2.1 s saved per phase, 3.1 s of copies.
+        assert_eq!(admission(6.86, 4.73, 3.08, 1.75).choose(), Choice::Plan);
+        // One phase alone does not pay for them.
+        assert_eq!(admission(6.86, 4.73, 3.08, 1.0).choose(), Choice::Keep);
+    }
+
+    #[test]
+    fn a_small_saving_counts_one_phase_only() {
+        // 5% predicted: over 1.75 phases it would pay, over the one phase it does not.
+        assert_eq!(admission(2.52, 2.40, 0.17, 1.75).choose(), Choice::Keep);
+        assert_eq!(admission(2.52, 2.40, 0.10, 1.75).choose(), Choice::Plan);
+    }
+
+    #[test]
+    fn a_tie_keeps_what_is_in_place() {
+        assert_eq!(admission(5.0, 5.0, 0.0, 1.75).choose(), Choice::Keep);
+    }
+}

@@ -161,8 +161,9 @@ impl<'a> Runner<'a> {
                 Training::Partial => &reqs[start..end],
             };
             let tail = &reqs[end - backtest_len(train.len(), end - start)..end];
+            let horizon = self.phases_left(end);
             let (io, cost, admission, hurt) =
-                self.reconfigure(policy, &mut layout, train, tail, end - start)?;
+                self.reconfigure(policy, &mut layout, train, tail, (end - start, horizon))?;
             trial_hurt = hurt;
             let s = replay::copies(&self.cfg.device, &io.requests)?;
             let mut phase = reconfig_phase(i, s, &io, cost);
@@ -171,6 +172,15 @@ impl<'a> Runner<'a> {
             start = end;
         }
         Ok(PolicyResult::from_phases(phases))
+    }
+
+    /// The admission horizon at request `next`: from the normal phases left (at least
+    /// one), see [`Admission::horizon`].
+    fn phases_left(&self, next: usize) -> f64 {
+        let reqs = &self.w.requests;
+        let t1 = reqs.iter().map(|r| r.ts_ns).max().unwrap_or(0);
+        let left_ns = t1.saturating_sub(reqs[next].ts_ns);
+        Admission::horizon(left_ns.div_ceil(self.span_ns))
     }
 
     fn epoch(&self) -> usize {
@@ -309,7 +319,9 @@ impl<'a> Runner<'a> {
     /// * **home**: every page home (the plain layout), at the cost of writing dirty
     ///   pages home (a permutation: of moving everything back).
     ///
-    /// The cheapest total wins; a tie keeps what is in place. Returns the copies, and
+    /// Busy times are per phase and count `horizon` times (the phases the layout can
+    /// serve); copies count once. The cheapest total wins; a tie keeps what is in place.
+    /// Returns the copies, and
     /// whether the next phase starts guarded: when sent home, or when the chosen layout
     /// is predicted slower than the plain one.
     fn reconfigure(
@@ -318,12 +330,13 @@ impl<'a> Runner<'a> {
         layout: &mut Layout,
         train: &[Request],
         tail: &[Request],
-        phase_len: usize,
+        (phase_len, horizon): (usize, f64),
     ) -> Result<(CopyIo, Option<PlanCost>, Option<Admission>, bool), EvalError> {
         if matches!(layout, Layout::Home(_)) {
             return Ok((CopyIo::default(), None, None, false));
         }
         let (placement, cost) = planner::plan(policy, train, &self.params())?;
+        let placement = layout.stable(&placement);
         if !self.cfg.guard || tail.is_empty() {
             let io = layout.reconfigure(&placement, &self.schedule)?;
             return Ok((io, Some(cost), None, false));
@@ -335,8 +348,8 @@ impl<'a> Runner<'a> {
         if before.is_empty() {
             trial.reconfigure(&placement, &self.schedule)?;
         } else {
-            let early = planner::plan(policy, before, &self.params())?.0;
-            trial.reconfigure(&early, &self.schedule)?;
+            let early = planner::plan(policy, before, &self.trial_params(before, train))?.0;
+            trial.reconfigure(&layout.stable(&early), &self.schedule)?;
         }
         let shadow = |l: Layout| replay::shadow(&self.cfg.device, self.cfg.speed, tail, l);
         let plan_s = shadow(trial)? * scale;
@@ -353,6 +366,7 @@ impl<'a> Runner<'a> {
             predicted_plain_busy_s: plain_s,
             plan_copy_busy_s: plan.2,
             home_copy_busy_s: home.2,
+            horizon_phases: horizon,
         };
         let choice = admission.choose();
         let (busy_s, io) = match choice {
@@ -374,6 +388,19 @@ impl<'a> Runner<'a> {
         // absorbing writes is a layout nobody judged.
         let guard_first = choice == Choice::Home || busy_s > plain_s;
         Ok((io, Some(cost), Some(admission), guard_first))
+    }
+
+    /// The trial plan's parameters: made from `before`, a part of the `train` requests
+    /// the real plan is made from, its edge-weight floor is scaled down with it, so that
+    /// a transition seen once in each of two days is kept by both (with the full floor,
+    /// the start-up capture's first trial, one day of training, placed nothing).
+    fn trial_params(&self, before: &[Request], train: &[Request]) -> PlanParams {
+        let share = before.len() as f64 / train.len().max(1) as f64;
+        let floor = (self.cfg.min_edge_weight as f64 * share).round() as u64;
+        PlanParams {
+            min_edge_weight: floor.max(1),
+            ..self.params()
+        }
     }
 
     /// `layout` turned into `placement`'s, the copies that took, and their busy time.

@@ -32,6 +32,7 @@ pub mod copy;
 pub mod diff;
 pub mod indirector;
 pub mod map;
+pub mod piggyback;
 pub mod plan;
 pub mod schedule;
 pub mod units;
@@ -42,6 +43,7 @@ pub use copy::{CopyKind, CopyOp, PageRun, Step};
 pub use diff::{diff, DiffOptions, DiffStats, Reconfiguration};
 pub use indirector::{ApplyError, Branch, Indirector, IoRequest, Mode, Op, PhysIo, RequestError};
 pub use map::{Map, MapError, SegmentEntry};
+pub use piggyback::PendingIncoming;
 pub use plan::{Plan, PlanError, PlanRange, PLAN_VERSION};
 pub use schedule::{
     plan_order_requests, CopyBatch, CopyRequest, CopySchedule, ExtentMove, ScheduleOptions,

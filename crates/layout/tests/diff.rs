@@ -223,3 +223,84 @@ fn plan_outside_the_read_cache_is_an_error() {
         "ranges[0].slot: slots 12..13 pass the read cache's 12 slots"
     );
 }
+
+// Piggybacking incoming copies on foreground reads (src/piggyback.rs): what a read carries
+// is taken out of the pending set as write-only steps, only while its slot is free; with
+// the rest done by the copier the map ends as the plain diff leaves it.
+
+fn incoming(page: u64, slot: u64, pages: u64) -> Step {
+    Step::Copy(CopyOp {
+        kind: CopyKind::Incoming,
+        src: PageRun::new(Region::Data, page, pages),
+        dst: PageRun::new(Region::Bopt, slot, pages),
+    })
+}
+
+fn mapping(ind: &Indirector) -> Vec<(u64, u32, bool)> {
+    let mut m: Vec<_> = ind.map().iter().collect();
+    m.sort_unstable();
+    m
+}
+
+#[test]
+fn a_read_carries_the_incoming_pages_it_covers_and_the_copier_does_the_rest() {
+    let pairs = [(10, 0), (11, 1), (12, 2), (13, 3), (20, 4)];
+    let mut naive = indirector();
+    let r = diff(&plan(&pairs), &naive, DiffOptions::default()).unwrap();
+    for s in &r.steps {
+        naive.apply(s).unwrap();
+    }
+
+    let mut ind = indirector();
+    let mut pending = PendingIncoming::from_steps(&r.steps);
+    assert_eq!(pending.len(), 5);
+    // The foreground reads FS pages 9..13 from home: pages 10, 11, 12 are written to
+    // slots 0..3 from that data, as one write.
+    let carried = pending.take_read(&ind, 9, 4);
+    assert_eq!(carried, vec![incoming(10, 0, 3)]);
+    for s in &carried {
+        ind.apply(s).unwrap();
+    }
+    // A second read of the same pages carries nothing: they are placed.
+    assert!(pending.take_read(&ind, 9, 4).is_empty());
+    let rest = pending.remaining();
+    assert_eq!(rest, vec![incoming(13, 3, 1), incoming(20, 4, 1)]);
+    for s in &rest {
+        ind.apply(s).unwrap();
+        ind.check();
+    }
+    assert_eq!(mapping(&ind), mapping(&naive));
+}
+
+#[test]
+fn a_page_whose_slot_is_still_taken_waits_for_the_copier() {
+    // Page 50 sits dirty in slot 0; the new plan puts page 10 there.
+    let mut ind = indirector();
+    let first = diff(&plan(&[(50, 0)]), &ind, DiffOptions::default()).unwrap();
+    for s in &first.steps {
+        ind.apply(s).unwrap();
+    }
+    let mut out = Vec::new();
+    ind.indirect(
+        IoRequest {
+            op: Op::Write,
+            sector: 50 * 8,
+            sectors: 8,
+        },
+        &mut out,
+    )
+    .unwrap();
+    let r = diff(&plan(&[(10, 0)]), &ind, DiffOptions::default()).unwrap();
+    let mut pending = PendingIncoming::from_steps(&r.steps);
+    // Before the eviction of page 50 the read of page 10 carries nothing.
+    assert!(pending.take_read(&ind, 10, 1).is_empty());
+    assert_eq!(pending.len(), 1);
+    let evict = r
+        .steps
+        .iter()
+        .find(|s| matches!(s, Step::Copy(op) if op.kind == CopyKind::Evict))
+        .expect("the dirty page is evicted home first");
+    ind.apply(evict).unwrap();
+    assert_eq!(pending.take_read(&ind, 10, 1), vec![incoming(10, 0, 1)]);
+    assert!(pending.is_empty());
+}
