@@ -39,6 +39,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Instant;
 
+mod trim;
+
 /// Engine knobs (the CLI's flags and TOML file fill them).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EngineOptions {
@@ -91,6 +93,18 @@ struct State {
     plan: Option<Plan>,
     replans: u32,
     reconfig: ReconfigStatus,
+}
+
+/// What one commit writes: the changed segments' summaries and free-map chunks.
+struct Snapshot {
+    summaries: Vec<(u32, Vec<u8>)>,
+    free: Vec<(u32, Vec<u8>)>,
+}
+
+impl Snapshot {
+    fn is_empty(&self) -> bool {
+        self.summaries.is_empty() && self.free.is_empty()
+    }
 }
 
 struct CommitState {
@@ -180,6 +194,9 @@ pub struct Status {
     pub destage_backlog_pages: u64,
     /// Pages promoted (copied home -> BOPT) by reconfiguration since the engine opened.
     pub promotions: u64,
+    /// Data pages the free-space map holds as free (trimmed, zeroed, or free in the
+    /// image's file system): they read as zeros and BLOCK_STATUS calls them holes.
+    pub free_pages: u64,
 }
 
 /// Why a plan was not taken up.
@@ -208,6 +225,8 @@ pub struct OpenReport {
     pub erased_copies: u64,
     /// The engine serves read-only because metadata cannot be trusted.
     pub forced_read_only: bool,
+    /// What loading the free-space map found wrong.
+    pub free_map: crate::freemap::FreeMapReport,
 }
 
 impl OpenReport {
@@ -231,6 +250,15 @@ impl OpenReport {
         }
         for (seg, copy, why) in &self.bad_summary_copies {
             out.push(format!("segment {seg} summary copy {copy}: {why}"));
+        }
+        for (chunk, copy, why) in &self.free_map.bad_copies {
+            out.push(format!("free-space map chunk {chunk} copy {copy}: {why}"));
+        }
+        if !self.free_map.untrusted_chunks.is_empty() {
+            out.push(format!(
+                "free-space map chunks {:?} may have lost their newest commit: none of their pages is taken as free",
+                self.free_map.untrusted_chunks
+            ));
         }
         out
     }
@@ -256,6 +284,8 @@ pub struct Engine {
     untrusted: Untrusted,
     /// The persistent I/O error that turned the engine read-only, if any.
     io_failure: Mutex<Option<String>>,
+    /// Pages the client trimmed or zeroed (engine/trim.rs); locked after `state`.
+    free: Mutex<crate::freemap::FreeMap>,
 }
 
 /// Pages whose map cannot be trusted (their segment's summaries are lost, or its newest
@@ -345,6 +375,7 @@ impl Engine {
         let unclean = meta::was_unclean(&sb);
         let loaded = meta::load_summaries(store.as_ref(), &sb)?;
         let (map, rebuild) = meta::rebuild_map(&layout, &loaded, !unclean)?;
+        let (free, free_report) = crate::freemap::load(store.as_ref(), &sb)?;
         if unclean {
             tracing::warn!(
                 entries = rebuild.entries,
@@ -392,6 +423,7 @@ impl Engine {
                 loaded.leftovers.len() as u64
             },
             forced_read_only,
+            free_map: free_report,
         };
         for w in report.warnings() {
             tracing::error!("{w}");
@@ -428,6 +460,7 @@ impl Engine {
             replan: Mutex::new(None),
             untrusted,
             io_failure: Mutex::new(None),
+            free: Mutex::new(free),
         };
         Ok((engine, report))
     }
@@ -540,6 +573,7 @@ impl Engine {
                 .read_at(Self::dev_of(io.region), part, io.device_sector * 512)
                 .map_err(|e| self.io_failed(e, "read"))?;
         }
+        self.zero_free_pages(buf, sector);
         self.counters.reads.fetch_add(1, Relaxed);
         self.counters
             .bytes_read
@@ -555,6 +589,8 @@ impl Engine {
         if self.is_read_only() {
             return Err(rofs());
         }
+        let (buf, sector) = self.pad_free_edges(buf, sector);
+        let buf = &buf[..];
         let _g = self.gate.read().unwrap_or_else(|e| e.into_inner());
         let mut ios = Vec::new();
         let req = IoRequest {
@@ -576,6 +612,7 @@ impl Engine {
                 return Err(self.io_failed(e, "write"));
             }
         }
+        self.claim_pages(sector, req.sectors);
         self.counters.writes.fetch_add(1, Relaxed);
         self.counters
             .bytes_written
@@ -698,7 +735,7 @@ impl Engine {
 
     /// Encodes the dirty segments' summaries under the next commit number and clears
     /// their dirty marks. Called with `gate` held exclusively.
-    fn snapshot(&self, c: &CommitState) -> Vec<(u32, Vec<u8>)> {
+    fn snapshot(&self, c: &CommitState) -> Snapshot {
         let mut st = lock(&self.state);
         let commit = c.sb.commit + 1;
         let mut out = Vec::new();
@@ -714,7 +751,10 @@ impl Engine {
             };
             out.push((seg, s.encode(self.layout.summary_bytes)));
         }
-        out
+        Snapshot {
+            summaries: out,
+            free: lock(&self.free).snapshot(&c.sb, commit),
+        }
     }
 
     /// The commit order (docs/format.md "Ordering"): (1) write the superblock naming
@@ -726,19 +766,20 @@ impl Engine {
     /// A failure leaves the device as a crash at that point would (recovery takes commit
     /// `n` or `n + 1`, both whole), but which of the two is durable is unknown here, so
     /// the engine turns read-only and later FLUSHes fail with EIO.
-    fn persist(&self, c: &mut CommitState, snap: Vec<(u32, Vec<u8>)>) -> io::Result<()> {
+    fn persist(&self, c: &mut CommitState, snap: Snapshot) -> io::Result<()> {
         let r = self.persist_inner(c, &snap);
         if let Err(e) = &r {
             self.fail_persistently(&format!("metadata commit failed: {e}"));
             let mut st = lock(&self.state);
-            for (seg, _) in &snap {
+            for (seg, _) in &snap.summaries {
                 st.dirty_segments[*seg as usize] = true;
             }
+            lock(&self.free).retouch(&snap.free);
         }
         r
     }
 
-    fn persist_inner(&self, c: &mut CommitState, snap: &[(u32, Vec<u8>)]) -> io::Result<()> {
+    fn persist_inner(&self, c: &mut CommitState, snap: &Snapshot) -> io::Result<()> {
         if !snap.is_empty() {
             // A summary copy that does not decode is forgiven as a torn write only while
             // a durable superblock names its commit as pending; this write becomes
@@ -753,10 +794,14 @@ impl Engine {
         if snap.is_empty() {
             return Ok(());
         }
-        for (seg, bytes) in snap {
+        for (seg, bytes) in &snap.summaries {
             let copy = 1 - c.durable_copy[*seg as usize];
             self.store
                 .write_at(Dev::Bopt, bytes, self.layout.summary_offset(*seg, copy))?;
+        }
+        for (chunk, bytes) in &snap.free {
+            let at = lock(&self.free).next_offset(&c.sb, *chunk);
+            self.store.write_at(Dev::Bopt, bytes, at)?;
         }
         self.store.sync(Dev::Bopt)?;
         // The commit record: summaries of this commit count only once the superblock
@@ -765,9 +810,10 @@ impl Engine {
         c.sb.commit += 1;
         c.sb.pending_commit = 0;
         meta::write_superblock(self.store.as_ref(), &mut c.sb).map_err(to_io)?;
-        for (seg, _) in snap {
+        for (seg, _) in &snap.summaries {
             c.durable_copy[*seg as usize] = 1 - c.durable_copy[*seg as usize];
         }
+        lock(&self.free).committed(&snap.free);
         self.counters.commits.fetch_add(1, Relaxed);
         Ok(())
     }
@@ -1064,6 +1110,7 @@ impl Engine {
                 .dirty_segments
                 .iter_mut()
                 .for_each(|d| *d = true);
+            lock(&self.free).touch_all();
             self.snapshot(&c)
         };
         self.persist(&mut c, snap)?;
@@ -1127,6 +1174,7 @@ impl Engine {
             },
             destage_backlog_pages: dirty_pages,
             promotions: self.counters.promotions.load(Relaxed),
+            free_pages: lock(&self.free).free_pages(),
         }
     }
 
@@ -1184,24 +1232,17 @@ impl reblock_nbd::Export for Engine {
     fn flush(&self) -> io::Result<()> {
         Engine::flush(self)
     }
-    /// Trim is a hint (contents become unspecified): nothing is deallocated, so the data
-    /// area and BOPT stay as they are.
-    fn trim(&self, _offset: u64, _len: u64, _fua: bool) -> io::Result<()> {
-        if self.is_read_only() {
-            return Err(rofs());
+    /// Whole pages become free in the free-space map (engine/trim.rs).
+    fn trim(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
+        self.trim_bytes(offset, len)?;
+        if fua {
+            Engine::flush(self)?;
         }
         Ok(())
     }
-    /// Zeroes go through the indirector like any write, in 1 MiB pieces.
-    fn write_zeroes(&self, offset: u64, len: u64, fua: bool, _may_trim: bool) -> io::Result<()> {
-        const CHUNK: u64 = 1 << 20;
-        let zero = vec![0u8; CHUNK.min(len) as usize];
-        let mut done = 0;
-        while done < len {
-            let n = CHUNK.min(len - done);
-            self.write_bytes(&zero[..n as usize], offset + done)?;
-            done += n;
-        }
+    /// Whole pages trimmed unless the client asked for NO_HOLE, edges written as zeros.
+    fn write_zeroes(&self, offset: u64, len: u64, fua: bool, may_trim: bool) -> io::Result<()> {
+        self.zero_bytes(offset, len, may_trim)?;
         if fua {
             Engine::flush(self)?;
         }

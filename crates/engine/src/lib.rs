@@ -12,6 +12,7 @@ pub mod control;
 pub mod crc;
 pub mod engine;
 pub mod format;
+pub mod freemap;
 pub mod image;
 pub mod meta;
 pub mod recorder;

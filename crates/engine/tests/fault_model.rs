@@ -23,7 +23,13 @@ const PAGE: u64 = 4096;
 const DATA_PAGES: u64 = 32;
 const DATA_BYTES: u64 = DATA_PAGES * PAGE;
 
+/// The write id of a trim or write-zeroes: its bytes read as zeros.
+const ZEROS: u16 = u16::MAX;
+
 fn byte_of(id: u16, off: usize) -> u8 {
+    if id == ZEROS {
+        return 0;
+    }
     (u32::from(id)
         .wrapping_mul(131)
         .wrapping_add(off as u32 * 7)
@@ -33,7 +39,9 @@ fn byte_of(id: u16, off: usize) -> u8 {
 fn layout() -> Layout {
     Layout::plan(&LayoutRequest {
         data_bytes: DATA_BYTES,
-        bopt_bytes: 6 * (2 * 4096 + 4 * PAGE) + 3 * 4096,
+        bopt_bytes: 6 * (2 * 4096 + 4 * PAGE)
+            + 3 * 4096
+            + 2 * reblock_engine::format::FREEMAP_CHUNK_BYTES, // one free-map chunk, two copies
         page_bytes: PAGE as u32,
         segment_pages: 4,
         write_buffer_fraction: 0.34,
@@ -55,6 +63,13 @@ enum Action {
     Flush,
     Trim {
         page: u64,
+        pages: u64,
+    },
+    /// WRITE_ZEROES of any bytes; `may_trim` false is the client's NO_HOLE.
+    Zeroes {
+        offset: u64,
+        len: u64,
+        may_trim: bool,
     },
     Reconfigure {
         seed: u64,
@@ -81,7 +96,9 @@ fn action() -> impl Strategy<Value = Action> {
         6 => (0..DATA_PAGES, 1..4u64).prop_map(|(page, pages)| Action::Write { page, pages }),
         4 => (0..DATA_BYTES - 1, 1..9000u64).prop_map(|(offset, len)| Action::Unaligned { offset, len }),
         4 => Just(Action::Flush),
-        1 => (0..DATA_PAGES).prop_map(|page| Action::Trim { page }),
+        3 => (0..DATA_PAGES, 1..5u64).prop_map(|(page, pages)| Action::Trim { page, pages }),
+        2 => (0..DATA_BYTES - 1, 1..20000u64, any::<bool>())
+            .prop_map(|(offset, len, may_trim)| Action::Zeroes { offset, len, may_trim }),
         2 => any::<u64>().prop_map(|seed| Action::Reconfigure { seed }),
         2 => Just(Action::Background),
         1 => Just(Action::Detach),
@@ -225,6 +242,16 @@ impl Harness {
         }
     }
 
+    /// A trim or write-zeroes of whole-page `offset..offset + len` (a trim's partial
+    /// pages keep their bytes): zeros now when it succeeded, zeros or the old bytes when
+    /// it failed; either after a crash until a FLUSH covers it.
+    fn zeroed(&mut self, offset: u64, len: u64, r: std::io::Result<()>) {
+        match r {
+            Err(e) if e.raw_os_error() == Some(libc::EROFS) => {}
+            r => self.model.wrote(ZEROS, offset, len, r.is_ok()),
+        }
+    }
+
     fn flush(&mut self) {
         if self.engine.flush().is_ok() {
             self.model.flushed();
@@ -251,8 +278,20 @@ impl Harness {
             Action::Write { page, pages } => self.write(page * PAGE, pages * PAGE),
             Action::Unaligned { offset, len } => self.write(offset, len),
             Action::Flush => self.flush(),
-            Action::Trim { page } => {
-                let _ = reblock_nbd::Export::trim(&self.engine, page * PAGE, PAGE, false);
+            Action::Trim { page, pages } => {
+                let len = (pages * PAGE).min(DATA_BYTES - page * PAGE);
+                let r = reblock_nbd::Export::trim(&self.engine, page * PAGE, len, false);
+                self.zeroed(page * PAGE, len, r);
+            }
+            Action::Zeroes {
+                offset,
+                len,
+                may_trim,
+            } => {
+                let len = len.min(DATA_BYTES - offset);
+                let r =
+                    reblock_nbd::Export::write_zeroes(&self.engine, offset, len, false, may_trim);
+                self.zeroed(offset, len, r);
             }
             Action::Reconfigure { seed } => {
                 if self
