@@ -1271,4 +1271,12 @@ impl reblock_nbd::Export for Engine {
     fn connection_changed(&self, opened: bool) {
         self.count_connection(opened);
     }
+    /// Free pages (trimmed, zeroed, or free in the file system) are holes reading zeros.
+    fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<(u64, u32)>> {
+        let hole = reblock_nbd::proto::STATE_HOLE | reblock_nbd::proto::STATE_ZERO;
+        Ok(Engine::allocation(self, offset, len)
+            .into_iter()
+            .map(|(bytes, free)| (bytes, if free { hole } else { 0 }))
+            .collect())
+    }
 }

@@ -14,6 +14,7 @@ pub mod plan;
 pub mod reconfigure;
 pub mod record;
 pub mod serve;
+pub mod serve_free;
 pub mod simulate;
 pub mod status;
 pub mod tree;

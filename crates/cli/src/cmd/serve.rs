@@ -121,6 +121,13 @@ pub struct Args {
     /// TOML file with any of these options (keys as the flags, with '_'); flags win.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Seed the free-space map at start from the file system on the image (ext4: its
+    /// block bitmaps; it must be cleanly unmounted). Free blocks then read as zeros, hold
+    /// no BOPT copy, and show as holes to BLOCK_STATUS (nbdinfo --map, qemu-img) until
+    /// written. Without it the map holds what clients trimmed or zeroed (and, on a freshly
+    /// formatted image, the never-written holes of its file).
+    #[arg(long, value_enum, value_name = "FS")]
+    pub free_from: Option<super::serve_free::FreeFrom>,
 }
 
 /// When `serve` offers or demands TLS.
@@ -540,8 +547,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for w in report.warnings() {
         eprintln!("reblock: ERROR: {w}");
     }
+    seed_free_map(&a, opened.formatted.is_some(), &engine)?;
     let engine = Arc::new(engine);
     serve_engine(&a, checked, bound, engine)
+}
+
+/// Seeds the free-space map before serving (engine/trim.rs, cmd/serve_free.rs).
+fn seed_free_map(a: &Args, formatted: bool, engine: &Engine) -> anyhow::Result<()> {
+    use super::serve_free::{seed_from_ext4, seed_from_holes, FreeFrom};
+    if formatted {
+        let pages = seed_from_holes(engine, &a.image)?;
+        if pages > 0 {
+            eprintln!("reblock: {pages} never-written pages marked free (they read as zeros)");
+        }
+    }
+    if a.free_from == Some(FreeFrom::Ext4) {
+        let pages = seed_from_ext4(engine, &a.image)?;
+        eprintln!(
+            "reblock: free-space map seeded from the ext4 block bitmaps: {pages} pages newly free, {} free in all",
+            engine.free_pages()
+        );
+    }
+    Ok(())
 }
 
 fn serve_engine(a: &Args, c: Checked, bound: Bound, engine: Arc<Engine>) -> anyhow::Result<()> {
