@@ -152,3 +152,112 @@ fn trimmed_and_never_written_ranges_are_holes_and_stay_so_after_sigkill() {
     assert_eq!(c["problems"].as_array().unwrap().len(), 0, "{c}");
     assert_eq!(c["free_pages"], s["free_pages"]);
 }
+
+fn status(sock: &Path) -> serde_json::Value {
+    json(
+        cargo_bin("reblock").to_str().unwrap(),
+        &["status", "--unix", sock.to_str().unwrap(), "--json"],
+    )
+}
+
+/// Waits (at most 20 s) until `status --json` satisfies `done`.
+fn wait_status(sock: &Path, done: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let t = std::time::Instant::now();
+    loop {
+        let s = status(sock);
+        if done(&s) || t.elapsed() > std::time::Duration::from_secs(20) {
+            return s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Reads the hot area (the first 64 KiB) and the far hot pages (32 KiB at 250 MiB) in
+/// turn, so the far pages are read with the head near the hot area.
+fn read_hot(sock: &Path, far: &str) {
+    let mut cmds = Vec::new();
+    for _ in 0..4 {
+        cmds.push("read -P 0x11 0 64k".to_string());
+        cmds.push(format!("read -P {far} 250M 32k"));
+    }
+    qemu_io(sock, &cmds.iter().map(|s| s.as_str()).collect::<Vec<_>>());
+}
+
+#[test]
+fn fs2_replicas_of_hot_pages_are_made_in_trimmed_space_and_never_outlive_a_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("disk.img");
+    let sock = dir.path().join("nbd.sock");
+    let mut c = Command::new(cargo_bin("reblock"));
+    c.args([
+        "serve",
+        img.to_str().unwrap(),
+        "--unix",
+        sock.to_str().unwrap(),
+    ])
+    .args(["--create", "256M", "--bopt-size", "16M"]);
+    let mut server = c.stderr(Stdio::null()).spawn().unwrap();
+    wait_for(&sock, &mut server);
+    // Write 256 MiB, trim 128 MiB of it (64..192 MiB), read a hot part repeatedly.
+    qemu_io(
+        &sock,
+        &["write -P 0x11 0 256M", "discard 64M 128M", "flush"],
+    );
+    read_hot(&sock, "0x11");
+    let s = wait_status(&sock, |s| s["replicas"].as_u64() >= Some(8));
+    assert!(s["free_pages"].as_u64().unwrap() >= 128 * 256, "{s}");
+    assert!(s["replicas"].as_u64().unwrap() >= 8, "{s}");
+    // The far pages' replicas lie in the trimmed space next to the hot area: closer.
+    read_hot(&sock, "0x11");
+    let s = status(&sock);
+    assert!(s["replica_hits"].as_u64().unwrap() > 0, "{s}");
+
+    // A client write into the trimmed space holding the replicas claims it.
+    // (The background may at once make new replicas of the still hot pages, further
+    // on in the free space.)
+    qemu_io(&sock, &["write -P 0x33 64M 256k", "read -P 0x33 64M 256k"]);
+    read_hot(&sock, "0x11");
+    wait_status(&sock, |s| s["replicas"].as_u64() >= Some(8));
+    // Overwriting the originals drops their replicas; reads see the new bytes.
+    qemu_io(&sock, &["write -P 0x22 250M 32k", "flush"]);
+    read_hot(&sock, "0x22");
+    let expect = [
+        "read -P 0x11 0 64M",
+        "read -P 0x33 64M 256k",
+        "read -P 0 65792k 130816k",
+        "read -P 0x11 192M 58M",
+        "read -P 0x22 250M 32k",
+        "read -P 0x11 256032k 6112k",
+    ];
+    qemu_io(&sock, &expect);
+
+    // SIGKILL while replicas exist: the same bytes after the restart.
+    read_hot(&sock, "0x22");
+    wait_status(&sock, |s| s["replicas"].as_u64() >= Some(8));
+    qemu_io(&sock, &["flush"]);
+    server.kill().unwrap();
+    server.wait().unwrap();
+    std::fs::remove_file(&sock).ok();
+    let mut c = Command::new(cargo_bin("reblock"));
+    c.args([
+        "serve",
+        img.to_str().unwrap(),
+        "--unix",
+        sock.to_str().unwrap(),
+    ]);
+    let mut server = c.stderr(Stdio::null()).spawn().unwrap();
+    wait_for(&sock, &mut server);
+    qemu_io(&sock, &expect);
+    read_hot(&sock, "0x22");
+    let st = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    assert!(server.wait().unwrap().success());
+    let c = json(
+        cargo_bin("reblock").to_str().unwrap(),
+        &["check", img.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(c["problems"].as_array().unwrap().len(), 0, "{c}");
+}

@@ -39,6 +39,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Instant;
 
+mod replica;
 mod trim;
 
 /// Engine knobs (the CLI's flags and TOML file fill them).
@@ -99,11 +100,12 @@ struct State {
 struct Snapshot {
     summaries: Vec<(u32, Vec<u8>)>,
     free: Vec<(u32, Vec<u8>)>,
+    replicas: Vec<(u32, Vec<u8>)>,
 }
 
 impl Snapshot {
     fn is_empty(&self) -> bool {
-        self.summaries.is_empty() && self.free.is_empty()
+        self.summaries.is_empty() && self.free.is_empty() && self.replicas.is_empty()
     }
 }
 
@@ -197,6 +199,10 @@ pub struct Status {
     /// Data pages the free-space map holds as free (trimmed, zeroed, or free in the
     /// image's file system): they read as zeros and BLOCK_STATUS calls them holes.
     pub free_pages: u64,
+    /// FS2 replicas of hot pages kept in free pages now.
+    pub replicas: u64,
+    /// Reads (of one page each) served from a replica because it lay closer to the head.
+    pub replica_hits: u64,
 }
 
 /// Why a plan was not taken up.
@@ -227,6 +233,8 @@ pub struct OpenReport {
     pub forced_read_only: bool,
     /// What loading the free-space map found wrong.
     pub free_map: crate::freemap::FreeMapReport,
+    /// What loading the replica table found wrong (its replicas are dropped).
+    pub replica_table: crate::replicas::ReplicaReport,
 }
 
 impl OpenReport {
@@ -254,6 +262,7 @@ impl OpenReport {
         for (chunk, copy, why) in &self.free_map.bad_copies {
             out.push(format!("free-space map chunk {chunk} copy {copy}: {why}"));
         }
+        out.extend(self.replica_table.bad_entries.iter().cloned());
         if !self.free_map.untrusted_chunks.is_empty() {
             out.push(format!(
                 "free-space map chunks {:?} may have lost their newest commit: none of their pages is taken as free",
@@ -286,6 +295,13 @@ pub struct Engine {
     io_failure: Mutex<Option<String>>,
     /// Pages the client trimmed or zeroed (engine/trim.rs); locked after `state`.
     free: Mutex<crate::freemap::FreeMap>,
+    /// FS2 replicas (engine/replica.rs); locked after `free`.
+    replicas: Mutex<crate::replicas::ReplicaTable>,
+    /// Read counts of pages served from home; locked after `replicas`.
+    heat: Mutex<replica::Heat>,
+    /// The data page where the last data-area I/O ended (the head's last position).
+    head_page: AtomicU64,
+    replica_hits: AtomicU64,
 }
 
 /// Pages whose map cannot be trusted (their segment's summaries are lost, or its newest
@@ -376,6 +392,9 @@ impl Engine {
         let loaded = meta::load_summaries(store.as_ref(), &sb)?;
         let (map, rebuild) = meta::rebuild_map(&layout, &loaded, !unclean)?;
         let (free, free_report) = crate::freemap::load(store.as_ref(), &sb)?;
+        let (replicas, replica_report) = crate::replicas::load(store.as_ref(), &sb, |o, r| {
+            !free.is_free(o) && free.is_free(r) && map.lookup(r).is_none()
+        })?;
         if unclean {
             tracing::warn!(
                 entries = rebuild.entries,
@@ -424,6 +443,7 @@ impl Engine {
             },
             forced_read_only,
             free_map: free_report,
+            replica_table: replica_report,
         };
         for w in report.warnings() {
             tracing::error!("{w}");
@@ -461,6 +481,10 @@ impl Engine {
             untrusted,
             io_failure: Mutex::new(None),
             free: Mutex::new(free),
+            replicas: Mutex::new(replicas),
+            heat: Mutex::default(),
+            head_page: AtomicU64::new(0),
+            replica_hits: AtomicU64::new(0),
         };
         Ok((engine, report))
     }
@@ -563,6 +587,7 @@ impl Engine {
             sectors: buf.len() as u64 / 512,
         };
         let (branch, _) = self.route(req, &mut ios)?;
+        self.route_to_replicas(&mut ios);
         if matches!(branch, Branch::AllMapped | Branch::PartialReadDirty) {
             self.counters.read_hits.fetch_add(1, Relaxed);
         }
@@ -591,6 +616,7 @@ impl Engine {
         }
         let (buf, sector) = self.pad_free_edges(buf, sector);
         let buf = &buf[..];
+        self.release_replicas(sector, buf.len() as u64 / 512)?;
         let _g = self.gate.read().unwrap_or_else(|e| e.into_inner());
         let mut ios = Vec::new();
         let req = IoRequest {
@@ -754,6 +780,7 @@ impl Engine {
         Snapshot {
             summaries: out,
             free: lock(&self.free).snapshot(&c.sb, commit),
+            replicas: lock(&self.replicas).snapshot(&c.sb, commit),
         }
     }
 
@@ -775,6 +802,7 @@ impl Engine {
                 st.dirty_segments[*seg as usize] = true;
             }
             lock(&self.free).retouch(&snap.free);
+            lock(&self.replicas).retouch(&snap.replicas);
         }
         r
     }
@@ -803,6 +831,10 @@ impl Engine {
             let at = lock(&self.free).next_offset(&c.sb, *chunk);
             self.store.write_at(Dev::Bopt, bytes, at)?;
         }
+        for (block, bytes) in &snap.replicas {
+            let at = lock(&self.replicas).next_offset(&c.sb, *block);
+            self.store.write_at(Dev::Bopt, bytes, at)?;
+        }
         self.store.sync(Dev::Bopt)?;
         // The commit record: summaries of this commit count only once the superblock
         // naming it is durable, so a commit touching several segments (a page relocated
@@ -814,6 +846,7 @@ impl Engine {
             c.durable_copy[*seg as usize] = 1 - c.durable_copy[*seg as usize];
         }
         lock(&self.free).committed(&snap.free);
+        lock(&self.replicas).committed(&snap.replicas);
         self.counters.commits.fetch_add(1, Relaxed);
         Ok(())
     }
@@ -867,6 +900,7 @@ impl Engine {
     /// Copies one validated step's pages and applies its map effect. Called with the
     /// commit lock and the gate held.
     fn copy_and_apply(&self, step: &Step) -> io::Result<()> {
+        self.forget_replicas_of_step(step);
         if let Step::Copy(op) = step {
             let mut buf = vec![0u8; op.bytes(&self.geo) as usize];
             let mut at = 0usize;
@@ -947,12 +981,15 @@ impl Engine {
         }
         let steps = {
             let st = lock(&self.state);
-            if !st.ind.wants_destage() {
-                return Ok(0);
-            }
-            st.ind.destage_oldest(self.opts.max_copy_pages)
+            st.ind
+                .wants_destage()
+                .then(|| st.ind.destage_oldest(self.opts.max_copy_pages))
         };
-        self.run_steps(&steps)
+        match steps {
+            Some(steps) => self.run_steps(&steps),
+            // Nothing to destage: FS2 replicas, under the same rate limit and idleness.
+            None => self.replica_tick(allow_reconfig),
+        }
     }
 
     fn after_reconfig_step(&self, ok: bool) {
@@ -1111,6 +1148,7 @@ impl Engine {
                 .iter_mut()
                 .for_each(|d| *d = true);
             lock(&self.free).touch_all();
+            lock(&self.replicas).touch_all();
             self.snapshot(&c)
         };
         self.persist(&mut c, snap)?;
@@ -1175,6 +1213,8 @@ impl Engine {
             destage_backlog_pages: dirty_pages,
             promotions: self.counters.promotions.load(Relaxed),
             free_pages: lock(&self.free).free_pages(),
+            replicas: self.replica_count() as u64,
+            replica_hits: self.replica_hits(),
         }
     }
 

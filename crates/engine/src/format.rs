@@ -288,7 +288,21 @@ impl Layout {
     }
     /// Chunks of the free-space map (0 when the image has none).
     pub fn freemap_chunks(&self) -> u32 {
-        (self.freemap_bytes / (2 * FREEMAP_CHUNK_BYTES)) as u32
+        let blocks = self.freemap_bytes / (2 * FREEMAP_CHUNK_BYTES);
+        blocks.saturating_sub(u64::from(REPLICA_TABLE_BLOCKS)) as u32
+    }
+    /// Blocks of the replica table (0 when the image has no free-space area).
+    pub fn replica_blocks(&self) -> u32 {
+        if self.freemap_bytes == 0 {
+            0
+        } else {
+            REPLICA_TABLE_BLOCKS
+        }
+    }
+    /// Where copy `copy` of replica-table block `block` starts: after the free-map chunks,
+    /// block `k`, copy `c` at `slots_end + (2 (chunks + k) + c) * 4096`.
+    pub fn replica_block_offset(&self, block: u32, copy: u32) -> u64 {
+        self.freemap_offset(self.freemap_chunks() + block, copy)
     }
     /// Where copy `copy` of free-map chunk `chunk` starts: chunk `k`, copy `c` at
     /// `slots_end + (2 k + c) * 4096`.
@@ -356,11 +370,13 @@ pub fn summary_bytes_for(segment_pages: u32) -> u32 {
     ) as u32
 }
 
-/// Bytes of the free-space map area for a data area: two copies of one
-/// [`FREEMAP_CHUNK_BYTES`] chunk per [`FREEMAP_CHUNK_PAGES`] data pages.
+/// Bytes of the free-space area for a data area: two copies of one
+/// [`FREEMAP_CHUNK_BYTES`] chunk per [`FREEMAP_CHUNK_PAGES`] data pages, then two copies
+/// of each of the [`REPLICA_TABLE_BLOCKS`] blocks of the replica table.
 pub fn freemap_bytes_for(data_bytes: u64, page_bytes: u32) -> u64 {
     let pages = data_bytes / u64::from(page_bytes.max(1));
-    2 * pages.div_ceil(FREEMAP_CHUNK_PAGES) * FREEMAP_CHUNK_BYTES
+    let blocks = pages.div_ceil(FREEMAP_CHUNK_PAGES) + u64::from(REPLICA_TABLE_BLOCKS);
+    2 * blocks * FREEMAP_CHUNK_BYTES
 }
 
 /// The superblock: the layout plus flags, generation and identity.
@@ -787,6 +803,30 @@ fn decode_entry(b: &[u8], segment: u32, segment_pages: u32, i: u32) -> Result<En
 }
 
 pub const FREEMAP_MAGIC: &[u8; 8] = b"RBLKFREE";
+/// Magic of a replica-table block (same header as a free-map chunk, [`freemap_at`]).
+pub const REPLICA_MAGIC: &[u8; 8] = b"RBLKREPL";
+/// Blocks of the replica table, each with two copies, after the free-map chunks.
+pub const REPLICA_TABLE_BLOCKS: u32 = 16;
+/// Bytes of one replica-table entry (see [`replica_at`]).
+pub const REPLICA_ENTRY_BYTES: usize = 24;
+/// Entries one block holds after its 64-byte header.
+pub const REPLICAS_PER_BLOCK: usize =
+    (FREEMAP_CHUNK_BYTES as usize - freemap_at::BITS) / REPLICA_ENTRY_BYTES;
+
+/// One replica-table entry, at `BITS + i * REPLICA_ENTRY_BYTES` of its block: a copy of
+/// data page `ORIGINAL` kept in the free data page `REPLICA` (FS2's replica table). An
+/// entry whose `ORIGINAL` equals its `REPLICA` is empty.
+pub mod replica_at {
+    /// u64: the data page copied.
+    pub const ORIGINAL: usize = 0;
+    /// u64: the free data page holding the copy.
+    pub const REPLICA: usize = 8;
+    /// u32: seconds since the Unix epoch of the last read served from the copy (or its
+    /// creation).
+    pub const LAST_ACCESS: usize = 16;
+    /// u32: reads served from the copy.
+    pub const REFCOUNT: usize = 20;
+}
 /// One copy of one free-space map chunk.
 pub const FREEMAP_CHUNK_BYTES: u64 = 4096;
 /// Data pages one chunk covers: one bit each after the 64-byte header.
@@ -826,11 +866,22 @@ pub struct FreeChunk {
 }
 
 impl FreeChunk {
-    /// Encodes one 4096-byte copy.
+    /// Encodes one 4096-byte copy of a free-map chunk.
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_as(FREEMAP_MAGIC)
+    }
+
+    /// Decodes one copy of free-map chunk `chunk`.
+    pub fn decode(b: &[u8], chunk: u32) -> Result<FreeChunk, FormatError> {
+        Self::decode_as(b, chunk, FREEMAP_MAGIC)
+    }
+
+    /// Encodes one 4096-byte copy under `magic` (a free-map chunk or a replica-table
+    /// block; `bits` is then the entries).
+    pub fn encode_as(&self, magic: &[u8; 8]) -> Vec<u8> {
         use freemap_at as at;
         let mut b = vec![0u8; FREEMAP_CHUNK_BYTES as usize];
-        b[at::MAGIC..at::MAGIC + 8].copy_from_slice(FREEMAP_MAGIC);
+        b[at::MAGIC..at::MAGIC + 8].copy_from_slice(magic);
         put_u32(&mut b, at::VERSION, FORMAT_VERSION);
         put_u32(&mut b, at::CHUNK, self.chunk);
         put_u64(&mut b, at::COMMIT, self.commit);
@@ -843,9 +894,9 @@ impl FreeChunk {
     }
 
     /// Decodes one copy, checking magic, checksum, version and chunk number.
-    pub fn decode(b: &[u8], chunk: u32) -> Result<FreeChunk, FormatError> {
+    pub fn decode_as(b: &[u8], chunk: u32, magic: &[u8; 8]) -> Result<FreeChunk, FormatError> {
         use freemap_at as at;
-        const W: &str = "free-space map chunk";
+        const W: &str = "free-space area block";
         let need = FREEMAP_CHUNK_BYTES as usize;
         if b.len() < need {
             return Err(FormatError::Short {
@@ -854,7 +905,7 @@ impl FreeChunk {
                 need,
             });
         }
-        if &b[at::MAGIC..at::MAGIC + 8] != FREEMAP_MAGIC {
+        if &b[at::MAGIC..at::MAGIC + 8] != magic {
             return Err(FormatError::Magic { what: W });
         }
         let (stored, computed) = (
@@ -899,7 +950,8 @@ mod tests {
     fn layout() -> Layout {
         Layout::plan(&LayoutRequest {
             data_bytes: 1 << 20,
-            bopt_bytes: 256 << 10,
+            // The free-space area (free map and replica table) comes on top.
+            bopt_bytes: (256 << 10) + 17 * 8192,
             page_bytes: 4096,
             segment_pages: 16,
             write_buffer_fraction: 0.25,
@@ -916,14 +968,18 @@ mod tests {
         assert_eq!((l.bopt_pages, l.summary_bytes), (48, 4096));
         assert_eq!(l.meta_bytes(), 6 * 4096);
         assert_eq!((l.read_cache_pages, l.write_buffer_pages), (32, 16));
-        // One free-map chunk (256 pages), two copies, after the slots.
-        assert_eq!(l.freemap_bytes, 2 * 4096);
+        // One free-map chunk (256 pages) and 16 replica-table blocks, two copies each,
+        // after the slots.
+        assert_eq!(l.freemap_bytes, 17 * 2 * 4096);
+        assert_eq!((l.freemap_chunks(), l.replica_blocks()), (1, 16));
         assert_eq!(l.freemap_offset(0, 1), l.slots_end_bytes() + 4096);
+        assert_eq!(l.replica_block_offset(0, 0), l.slots_end_bytes() + 2 * 4096);
+        let free_area = 17 * 8192;
         assert_eq!(
             l.device_bytes,
-            (1 << 20) + 6 * 4096 + 48 * 4096 + 8192 + 8192
+            (1 << 20) + 6 * 4096 + 48 * 4096 + free_area + 8192
         );
-        assert!(l.device_bytes - (1 << 20) <= 256 << 10);
+        assert!(l.device_bytes - (1 << 20) <= (256 << 10) + free_area);
         let g = l.geometry().unwrap();
         assert_eq!(g.bopt_sector(0, 0) * 512, l.slot_offset(0));
         assert_eq!(g.write_buffer_pages, 16);
@@ -1032,7 +1088,7 @@ mod tests {
     fn superblock_without_a_free_map_still_opens() {
         let mut l = layout();
         l.freemap_bytes = 0;
-        l.device_bytes -= 8192;
+        l.device_bytes -= 17 * 8192;
         let sb = Superblock {
             flags: 0,
             generation: 1,

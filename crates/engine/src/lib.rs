@@ -17,6 +17,7 @@ pub mod image;
 pub mod meta;
 pub mod recorder;
 pub mod replan;
+pub mod replicas;
 pub mod store;
 
 pub use engine::{Engine, EngineOptions, OpenReport, Status};

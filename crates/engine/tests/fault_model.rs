@@ -41,7 +41,7 @@ fn layout() -> Layout {
         data_bytes: DATA_BYTES,
         bopt_bytes: 6 * (2 * 4096 + 4 * PAGE)
             + 3 * 4096
-            + 2 * reblock_engine::format::FREEMAP_CHUNK_BYTES, // one free-map chunk, two copies
+            + 34 * reblock_engine::format::FREEMAP_CHUNK_BYTES, // free-space area: 1 map chunk + 16 replica blocks, 2 copies
         page_bytes: PAGE as u32,
         segment_pages: 4,
         write_buffer_fraction: 0.34,
@@ -74,6 +74,10 @@ enum Action {
     Reconfigure {
         seed: u64,
     },
+    /// Reads one page again and again, then lets the background make FS2 replicas.
+    Hot {
+        page: u64,
+    },
     Background,
     Detach,
     Restart {
@@ -101,6 +105,7 @@ fn action() -> impl Strategy<Value = Action> {
             .prop_map(|(offset, len, may_trim)| Action::Zeroes { offset, len, may_trim }),
         2 => any::<u64>().prop_map(|seed| Action::Reconfigure { seed }),
         2 => Just(Action::Background),
+        3 => (0..DATA_PAGES).prop_map(|page| Action::Hot { page }),
         1 => Just(Action::Detach),
         1 => any::<bool>().prop_map(|clean| Action::Restart { clean }),
         3 => (0..6u64, any::<bool>(), 0..DATA_PAGES, any::<bool>())
@@ -148,7 +153,21 @@ impl Model {
     }
     /// Checks `bytes` against `allowed` and narrows it (and `now`) to what was read.
     fn check(&mut self, bytes: &[u8], after_restart: bool) -> Result<(), String> {
-        for (off, &v) in bytes.iter().enumerate() {
+        self.check_bytes(bytes, 0..bytes.len(), after_restart)
+    }
+
+    /// [`Model::check`] of `len` bytes at `at` (of a buffer the size of the data area).
+    fn check_range(&mut self, bytes: &[u8], at: usize, len: usize) -> Result<(), String> {
+        self.check_bytes(bytes, at..at + len, false)
+    }
+
+    fn check_bytes(
+        &mut self,
+        bytes: &[u8],
+        range: std::ops::Range<usize>,
+        after_restart: bool,
+    ) -> Result<(), String> {
+        for (off, &v) in bytes.iter().enumerate().take(range.end).skip(range.start) {
             let allowed = if after_restart {
                 &self.durable[off]
             } else {
@@ -304,6 +323,21 @@ impl Harness {
                             break;
                         }
                     }
+                }
+            }
+            Action::Hot { page } => {
+                for _ in 0..4 {
+                    let mut buf = vec![0u8; PAGE as usize];
+                    self.engine
+                        .read_bytes(&mut buf, page * PAGE)
+                        .map_err(|e| format!("read: {e}"))?;
+                    let at = (page * PAGE) as usize;
+                    let mut whole = vec![0u8; DATA_BYTES as usize];
+                    whole[at..at + PAGE as usize].copy_from_slice(&buf);
+                    self.model.check_range(&whole, at, PAGE as usize)?;
+                }
+                for _ in 0..4 {
+                    let _ = self.engine.background_tick(true);
                 }
             }
             Action::Background => {

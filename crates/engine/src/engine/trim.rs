@@ -117,7 +117,9 @@ impl Engine {
             let unmap: Vec<_> = mapped.iter().map(|&(p, _)| (p, None)).collect();
             st.ind.restore(&unmap);
             lock(&self.free).set(first, end, true);
-            !mapped.is_empty()
+            // A trimmed original's replica would read back what the trim gave up.
+            let replicas = lock(&self.replicas).drop_touching(first, end);
+            !mapped.is_empty() || replicas > 0
         };
         if dropped {
             let snap = self.snapshot(&c);
