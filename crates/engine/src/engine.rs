@@ -1127,6 +1127,7 @@ impl Engine {
                 moved += s.bytes_moved(&self.geo);
             }
         }
+        self.clear_replicas()?;
         self.flush()?;
         Ok(moved)
     }

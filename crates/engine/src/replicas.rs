@@ -39,6 +39,8 @@ pub struct ReplicaTable {
     durable_pages: BTreeSet<u64>,
     /// The pages of the snapshot being committed (they become `durable_pages`).
     snap_pages: Option<BTreeSet<u64>>,
+    /// Pages that held a replica since the engine opened: detach zeroes those still free.
+    used_pages: BTreeSet<u64>,
 }
 
 /// The most replicas the table holds.
@@ -91,6 +93,7 @@ impl ReplicaTable {
     }
 
     pub fn insert(&mut self, e: ReplicaEntry) {
+        self.used_pages.insert(e.replica);
         self.by_replica.insert(e.replica, e.original);
         self.by_original.insert(e.original, e);
         self.dirty = true;
@@ -123,6 +126,14 @@ impl ReplicaTable {
         }
         self.dirty |= n > 0;
         n
+    }
+
+    /// Drops every replica; returns every page that held one since the engine opened.
+    pub fn clear(&mut self) -> BTreeSet<u64> {
+        self.dirty |= !self.is_empty();
+        self.by_original.clear();
+        self.by_replica.clear();
+        std::mem::take(&mut self.used_pages)
     }
 
     /// Counts a read served from the replica of `original` (not persisted until the

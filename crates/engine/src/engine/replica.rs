@@ -154,6 +154,25 @@ impl Engine {
         self.persist(&mut c, snap)
     }
 
+    /// Detach: every replica is dropped (committed first), then every page that held one
+    /// and is still free is zeroed, so the data area alone is the image again. The gate
+    /// is held throughout, so no client write to such a page runs meanwhile.
+    pub(super) fn clear_replicas(&self) -> io::Result<()> {
+        let mut c = lock(&self.commit);
+        let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
+        let pages = lock(&self.replicas).clear();
+        let snap = self.snapshot(&c);
+        self.persist(&mut c, snap)?;
+        let zero = vec![0u8; self.layout.page_bytes as usize];
+        let pb = u64::from(self.layout.page_bytes);
+        for p in pages.into_iter().filter(|&p| lock(&self.free).is_free(p)) {
+            self.store
+                .write_at(crate::store::Dev::Data, &zero, p * pb)
+                .map_err(|e| self.io_failed(e, "replica erase"))?;
+        }
+        Ok(())
+    }
+
     /// A copy step about to read or write data pages: replicas stored there are
     /// forgotten (committed with the step's map change), so a page that enters the BOPT
     /// is never both a replica and a mapped page.
@@ -171,7 +190,7 @@ impl Engine {
     /// area, in the free page nearest the area's centre. Returns 1 when a replica was
     /// made (its bytes count toward the copier's rate limit), else 0.
     pub(super) fn replica_tick(&self, allowed: bool) -> io::Result<usize> {
-        if !allowed || self.is_read_only() || !self.has_free_map() {
+        if !allowed || self.is_read_only() || !self.has_free_map() || self.is_detached() {
             return Ok(0);
         }
         let Some((original, replica)) = self.pick_replica() else {
@@ -212,7 +231,8 @@ impl Engine {
         let st = lock(&self.state);
         let free = lock(&self.free);
         let t = lock(&self.replicas);
-        let fits = free.durably_free(replica)
+        let fits = st.ind.mode() != reblock_layout::Mode::Detaching
+            && free.durably_free(replica)
             && !free.is_free(original)
             && st.ind.map().lookup(replica).is_none()
             && !t.is_replica(replica)
