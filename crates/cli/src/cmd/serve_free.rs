@@ -49,9 +49,9 @@ pub fn seed_from_holes(engine: &Engine, image: &Path) -> anyhow::Result<u64> {
     }
     let holes = file_holes(image, engine.layout().data_bytes)
         .with_context(|| format!("find the holes of {}", image.display()))?;
-    let pages = engine.seed_free(&holes)?;
-    engine.flush().context("commit the free-space map")?;
-    Ok(pages)
+    // Committed with the first flush: until then a crash merely forgets that these
+    // pages are free (they read as zeros either way).
+    Ok(engine.seed_free(&holes)?)
 }
 
 /// `--free-from ext4`: the free blocks of the file system on the served image become free
@@ -75,9 +75,8 @@ pub fn seed_from_ext4(engine: &Engine, image: &Path) -> anyhow::Result<u64> {
         .filter(|&(start, _)| start < engine.layout().data_bytes)
         .map(|(start, len)| (start, len.min(engine.layout().data_bytes - start)))
         .collect();
-    let pages = engine.seed_free(&extents)?;
-    engine.flush().context("commit the free-space map")?;
-    Ok(pages)
+    // Committed with the first flush (until then a crash forgets it: no harm).
+    Ok(engine.seed_free(&extents)?)
 }
 
 #[cfg(test)]
