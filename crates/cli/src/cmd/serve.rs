@@ -504,6 +504,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let a = merge(args)?;
     let checked = check_args(&a)?;
     check_create_size(&a)?;
+    // Signals are caught before anything is touched: a SIGTERM while formatting or
+    // seeding the free-space map stops cleanly once serving starts, instead of killing
+    // the process halfway through the format.
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
     // Listen before the image is touched: a server that cannot listen leaves it as it was.
     let bound = Bound::bind(&checked.listen, a.socket_mode.unwrap_or(0o600))
         .with_context(|| format!("listen on {}", checked.listen.uri("")))?;
@@ -549,7 +555,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     seed_free_map(&a, opened.formatted.is_some(), &engine)?;
     let engine = Arc::new(engine);
-    serve_engine(&a, checked, bound, engine)
+    serve_engine(&a, checked, bound, engine, stop)
 }
 
 /// Seeds the free-space map before serving (engine/trim.rs, cmd/serve_free.rs).
@@ -571,7 +577,13 @@ fn seed_free_map(a: &Args, formatted: bool, engine: &Engine) -> anyhow::Result<(
     Ok(())
 }
 
-fn serve_engine(a: &Args, c: Checked, bound: Bound, engine: Arc<Engine>) -> anyhow::Result<()> {
+fn serve_engine(
+    a: &Args,
+    c: Checked,
+    bound: Bound,
+    engine: Arc<Engine>,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<()> {
     let recorder = match &a.record {
         Some(p) => Some(Arc::new(
             Recorder::create(p).with_context(|| format!("--record {}", p.display()))?,
@@ -623,11 +635,6 @@ fn serve_engine(a: &Args, c: Checked, bound: Bound, engine: Arc<Engine>) -> anyh
         ),
         _ => None,
     };
-    // Signals are caught before the "serving" line: a script that stops the server as
-    // soon as it reads the line gets a clean stop.
-    let stop = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
-    signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
     eprintln!(
         "reblock: serving {} at {}{} (control {})",
         a.image.display(),
