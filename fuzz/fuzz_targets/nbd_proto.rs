@@ -46,6 +46,7 @@ fn requests(data: &[u8]) {
             tx_flags: flags,
             structured: flags & 1 != 0,
             max_payload_bytes: MAX_PAYLOAD_BYTES,
+            block_status: flags & 1 != 0,
         };
         for chunk in data.chunks_exact(proto::REQUEST_HEADER_BYTES) {
             let Ok(h) = proto::parse_request_header(chunk.try_into().expect("28 bytes")) else {
@@ -66,6 +67,7 @@ fn requests(data: &[u8]) {
         }
     }
     let _ = proto::parse_info_request(data);
+    let _ = proto::parse_meta_context_request(data);
 }
 
 fuzz_target!(|data: &[u8]| {

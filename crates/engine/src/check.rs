@@ -5,6 +5,7 @@
 //! entry dirty, since nothing says which are clean), and clears NEEDS_CHECK.
 
 use crate::format::{Summary, FLAG_DIRTY, FLAG_NEEDS_CHECK};
+use crate::freemap::Area;
 use crate::meta::{self, MetaError};
 use crate::store::{Dev, Store};
 use serde::Serialize;
@@ -18,6 +19,10 @@ pub struct CheckReport {
     pub commit: u64,
     pub flags: Vec<&'static str>,
     pub mapped_pages: u64,
+    /// Data pages the free-space map holds as free (0 on images without one).
+    pub free_pages: u64,
+    /// FS2 replicas the replica table holds (entries that passed the checks).
+    pub replicas: u64,
     /// Problems found; empty means clean.
     pub problems: Vec<String>,
     /// Things only worth knowing (an unclean stop, a rolled-back commit).
@@ -88,7 +93,17 @@ pub fn check(store: &dyn Store, repair: bool) -> Result<CheckReport, MetaError> 
             loaded.uncommitted
         ));
     }
+    let (free, free_rep) = crate::freemap::load(store, &sb)?;
+    rep.free_pages = free.free_pages();
+    crate::freemap::describe(Area::FreeMap, &free_rep, &mut rep.problems, &mut rep.notes);
     let (map, rb) = meta::rebuild_map(&l, &loaded, sb.flags & FLAG_DIRTY == 0)?;
+    let (table, table_rep) = crate::replicas::load(store, &sb, |o, r| {
+        !free.is_free(o) && free.is_free(r) && map.lookup(r).is_none()
+    })?;
+    rep.replicas = table.len() as u64;
+    let (problems, notes) = (&mut rep.problems, &mut rep.notes);
+    crate::freemap::describe(Area::Replicas, &table_rep.blocks, problems, notes);
+    problems.extend(table_rep.bad_entries.iter().cloned());
     rep.mapped_pages = rb.entries;
     if rb.conflicts > 0 {
         rep.problems.push(format!(
@@ -116,7 +131,9 @@ pub fn check(store: &dyn Store, repair: bool) -> Result<CheckReport, MetaError> 
             .collect();
         // First the copies not chosen (the chosen ones stay a valid fallback), commit
         // them with the superblock, then the other copies: at every moment one copy of
-        // each segment is valid and committed.
+        // each segment is valid and committed. The free-space map's chunks go along, so
+        // no copy a commit cut short left behind counts under the new commit number.
+        crate::freemap::write_all(store, &sb, (&free, &table), sb.commit + 1, false)?;
         write_copies(store, &l, &blocks, |seg| 1 - loaded.copy[seg as usize])?;
         sb.commit += 1;
         // Entries were rebuilt without trustworthy dirty bits: keep DIRTY so the next
@@ -124,6 +141,7 @@ pub fn check(store: &dyn Store, repair: bool) -> Result<CheckReport, MetaError> 
         sb.flags = (sb.flags & !FLAG_NEEDS_CHECK) | FLAG_DIRTY;
         sb.pending_commit = 0;
         meta::write_superblock(store, &mut sb)?;
+        crate::freemap::write_all(store, &sb, (&free, &table), sb.commit, true)?;
         write_copies(store, &l, &blocks, |seg| loaded.copy[seg as usize])?;
         // A second generation so both superblock copies are current and valid.
         meta::write_superblock(store, &mut sb)?;

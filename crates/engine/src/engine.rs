@@ -47,6 +47,8 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 use std::time::Instant;
 
 mod destage;
+mod replica;
+mod trim;
 
 /// Engine knobs (the CLI's flags and TOML file fill them).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -100,6 +102,19 @@ struct State {
     plan: Option<Plan>,
     replans: u32,
     reconfig: ReconfigStatus,
+}
+
+/// What one commit writes: the changed segments' summaries and free-map chunks.
+struct Snapshot {
+    summaries: Vec<(u32, Vec<u8>)>,
+    free: Vec<(u32, Vec<u8>)>,
+    replicas: Vec<(u32, Vec<u8>)>,
+}
+
+impl Snapshot {
+    fn is_empty(&self) -> bool {
+        self.summaries.is_empty() && self.free.is_empty() && self.replicas.is_empty()
+    }
 }
 
 struct CommitState {
@@ -192,6 +207,13 @@ pub struct Status {
     /// Busy seconds of the emulated disk (`serve --emulate`); absent without emulation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub emulated_busy_s: Option<f64>,
+    /// Data pages the free-space map holds as free (trimmed, zeroed, or free in the
+    /// image's file system): they read as zeros and BLOCK_STATUS calls them holes.
+    pub free_pages: u64,
+    /// FS2 replicas of hot pages kept in free pages now.
+    pub replicas: u64,
+    /// Reads (of one page each) served from a replica because it lay closer to the head.
+    pub replica_hits: u64,
 }
 
 /// Why a plan was not taken up.
@@ -220,6 +242,10 @@ pub struct OpenReport {
     pub erased_copies: u64,
     /// The engine serves read-only because metadata cannot be trusted.
     pub forced_read_only: bool,
+    /// What loading the free-space map found wrong.
+    pub free_map: crate::freemap::FreeMapReport,
+    /// What loading the replica table found wrong (its replicas are dropped).
+    pub replica_table: crate::replicas::ReplicaReport,
 }
 
 impl OpenReport {
@@ -243,6 +269,16 @@ impl OpenReport {
         }
         for (seg, copy, why) in &self.bad_summary_copies {
             out.push(format!("segment {seg} summary copy {copy}: {why}"));
+        }
+        for (chunk, copy, why) in &self.free_map.bad_copies {
+            out.push(format!("free-space map chunk {chunk} copy {copy}: {why}"));
+        }
+        out.extend(self.replica_table.bad_entries.iter().cloned());
+        if !self.free_map.untrusted_chunks.is_empty() {
+            out.push(format!(
+                "free-space map chunks {:?} may have lost their newest commit: none of their pages is taken as free",
+                self.free_map.untrusted_chunks
+            ));
         }
         out
     }
@@ -268,6 +304,15 @@ pub struct Engine {
     untrusted: Untrusted,
     /// The persistent I/O error that turned the engine read-only, if any.
     io_failure: Mutex<Option<String>>,
+    /// Pages the client trimmed or zeroed (engine/trim.rs); locked after `state`.
+    free: Mutex<crate::freemap::FreeMap>,
+    /// FS2 replicas (engine/replica.rs); locked after `free`.
+    replicas: Mutex<crate::replicas::ReplicaTable>,
+    /// Read counts of pages served from home; locked after `replicas`.
+    heat: Mutex<replica::Heat>,
+    /// The data page where the last data-area I/O ended (the head's last position).
+    head_page: AtomicU64,
+    replica_hits: AtomicU64,
 }
 
 /// Pages whose map cannot be trusted (their segment's summaries are lost, or its newest
@@ -362,6 +407,10 @@ impl Engine {
         let unclean = meta::was_unclean(&sb);
         let loaded = meta::load_summaries(store.as_ref(), &sb)?;
         let (map, rebuild) = meta::rebuild_map(&layout, &loaded, !unclean)?;
+        let (free, free_report) = crate::freemap::load(store.as_ref(), &sb)?;
+        let (replicas, replica_report) = crate::replicas::load(store.as_ref(), &sb, |o, r| {
+            !free.is_free(o) && free.is_free(r) && map.lookup(r).is_none()
+        })?;
         if unclean {
             tracing::warn!(
                 entries = rebuild.entries,
@@ -410,6 +459,8 @@ impl Engine {
                 loaded.leftovers.len() as u64
             },
             forced_read_only,
+            free_map: free_report,
+            replica_table: replica_report,
         };
         for w in report.warnings() {
             tracing::error!("{w}");
@@ -446,6 +497,11 @@ impl Engine {
             replan: Mutex::new(None),
             untrusted,
             io_failure: Mutex::new(None),
+            free: Mutex::new(free),
+            replicas: Mutex::new(replicas),
+            heat: Mutex::default(),
+            head_page: AtomicU64::new(0),
+            replica_hits: AtomicU64::new(0),
         };
         Ok((engine, report))
     }
@@ -554,6 +610,7 @@ impl Engine {
             sectors: buf.len() as u64 / 512,
         };
         let (branch, _) = self.route(req, &mut ios)?;
+        self.route_to_replicas(&mut ios);
         if matches!(branch, Branch::AllMapped | Branch::PartialReadDirty) {
             self.counters.read_hits.fetch_add(1, Relaxed);
         }
@@ -564,6 +621,7 @@ impl Engine {
                 .read_at(Self::dev_of(io.region), part, io.device_sector * 512)
                 .map_err(|e| self.io_failed(e, "read"))?;
         }
+        self.zero_free_pages(buf, sector);
         self.counters.reads.fetch_add(1, Relaxed);
         self.counters
             .bytes_read
@@ -579,6 +637,9 @@ impl Engine {
         if self.is_read_only() {
             return Err(rofs());
         }
+        let (buf, sector) = self.pad_free_edges(buf, sector);
+        let buf = &buf[..];
+        self.release_replicas(sector, buf.len() as u64 / 512)?;
         let _g = self.gate.read().unwrap_or_else(|e| e.into_inner());
         let mut ios = Vec::new();
         let req = IoRequest {
@@ -600,6 +661,7 @@ impl Engine {
                 return Err(self.io_failed(e, "write"));
             }
         }
+        self.claim_pages(sector, req.sectors);
         self.counters.writes.fetch_add(1, Relaxed);
         self.counters
             .bytes_written
@@ -740,7 +802,7 @@ impl Engine {
 
     /// Encodes the dirty segments' summaries under the next commit number and clears
     /// their dirty marks. Called with `gate` held exclusively.
-    fn snapshot(&self, c: &CommitState) -> Vec<(u32, Vec<u8>)> {
+    fn snapshot(&self, c: &CommitState) -> Snapshot {
         let mut st = lock(&self.state);
         let commit = c.sb.commit + 1;
         let mut out = Vec::new();
@@ -756,7 +818,11 @@ impl Engine {
             };
             out.push((seg, s.encode(self.layout.summary_bytes)));
         }
-        out
+        Snapshot {
+            summaries: out,
+            free: lock(&self.free).snapshot(&c.sb, commit),
+            replicas: lock(&self.replicas).snapshot(&c.sb, commit),
+        }
     }
 
     /// The commit order (docs/format.md "Ordering"): (1) write the superblock naming
@@ -768,19 +834,21 @@ impl Engine {
     /// A failure leaves the device as a crash at that point would (recovery takes commit
     /// `n` or `n + 1`, both whole), but which of the two is durable is unknown here, so
     /// the engine turns read-only and later FLUSHes fail with EIO.
-    fn persist(&self, c: &mut CommitState, snap: Vec<(u32, Vec<u8>)>) -> io::Result<()> {
+    fn persist(&self, c: &mut CommitState, snap: Snapshot) -> io::Result<()> {
         let r = self.persist_inner(c, &snap);
         if let Err(e) = &r {
             self.fail_persistently(&format!("metadata commit failed: {e}"));
             let mut st = lock(&self.state);
-            for (seg, _) in &snap {
+            for (seg, _) in &snap.summaries {
                 st.dirty_segments[*seg as usize] = true;
             }
+            lock(&self.free).retouch(&snap.free);
+            lock(&self.replicas).retouch(&snap.replicas);
         }
         r
     }
 
-    fn persist_inner(&self, c: &mut CommitState, snap: &[(u32, Vec<u8>)]) -> io::Result<()> {
+    fn persist_inner(&self, c: &mut CommitState, snap: &Snapshot) -> io::Result<()> {
         if !snap.is_empty() {
             // A summary copy that does not decode is forgiven as a torn write only while
             // a durable superblock names its commit as pending; this write becomes
@@ -795,10 +863,18 @@ impl Engine {
         if snap.is_empty() {
             return Ok(());
         }
-        for (seg, bytes) in snap {
+        for (seg, bytes) in &snap.summaries {
             let copy = 1 - c.durable_copy[*seg as usize];
             self.store
                 .write_at(Dev::Bopt, bytes, self.layout.summary_offset(*seg, copy))?;
+        }
+        for (chunk, bytes) in &snap.free {
+            let at = lock(&self.free).next_offset(&c.sb, *chunk);
+            self.store.write_at(Dev::Bopt, bytes, at)?;
+        }
+        for (block, bytes) in &snap.replicas {
+            let at = lock(&self.replicas).next_offset(&c.sb, *block);
+            self.store.write_at(Dev::Bopt, bytes, at)?;
         }
         self.store.sync(Dev::Bopt)?;
         // The commit record: summaries of this commit count only once the superblock
@@ -807,9 +883,11 @@ impl Engine {
         c.sb.commit += 1;
         c.sb.pending_commit = 0;
         meta::write_superblock(self.store.as_ref(), &mut c.sb).map_err(to_io)?;
-        for (seg, _) in snap {
+        for (seg, _) in &snap.summaries {
             c.durable_copy[*seg as usize] = 1 - c.durable_copy[*seg as usize];
         }
+        lock(&self.free).committed(&snap.free);
+        lock(&self.replicas).committed(&snap.replicas);
         self.counters.commits.fetch_add(1, Relaxed);
         Ok(())
     }
@@ -863,6 +941,7 @@ impl Engine {
     /// Copies one validated step's pages and applies its map effect. Called with the
     /// commit lock and the gate held.
     fn copy_and_apply(&self, step: &Step) -> io::Result<()> {
+        self.forget_replicas_of_step(step);
         if let Step::Copy(op) = step {
             self.copy_pages(op)?;
         }
@@ -963,12 +1042,15 @@ impl Engine {
         }
         let steps = {
             let st = lock(&self.state);
-            if !st.ind.wants_destage() {
-                return Ok(0);
-            }
-            st.ind.destage_oldest(self.opts.max_copy_pages)
+            st.ind
+                .wants_destage()
+                .then(|| st.ind.destage_oldest(self.opts.max_copy_pages))
         };
-        self.destage(&steps)
+        match steps {
+            Some(steps) => self.destage(&steps),
+            // Nothing to destage: FS2 replicas, under the same rate limit and idleness.
+            None => self.replica_tick(allow_reconfig),
+        }
     }
 
     fn after_reconfig_step(&self, ok: bool) {
@@ -1106,6 +1188,7 @@ impl Engine {
                 moved += s.bytes_moved(&self.geo);
             }
         }
+        self.clear_replicas()?;
         self.flush()?;
         Ok(moved)
     }
@@ -1126,6 +1209,8 @@ impl Engine {
                 .dirty_segments
                 .iter_mut()
                 .for_each(|d| *d = true);
+            lock(&self.free).touch_all();
+            lock(&self.replicas).touch_all();
             self.snapshot(&c)
         };
         self.persist(&mut c, snap)?;
@@ -1190,6 +1275,9 @@ impl Engine {
             destage_backlog_pages: dirty_pages,
             promotions: self.counters.promotions.load(Relaxed),
             emulated_busy_s: self.store.emulated_busy_s(),
+            free_pages: lock(&self.free).free_pages(),
+            replicas: self.replica_count() as u64,
+            replica_hits: self.replica_hits(),
         }
     }
 
@@ -1257,24 +1345,17 @@ impl reblock_nbd::Export for Engine {
     fn flush(&self) -> io::Result<()> {
         Engine::flush(self)
     }
-    /// Trim is a hint (contents become unspecified): nothing is deallocated, so the data
-    /// area and BOPT stay as they are.
-    fn trim(&self, _offset: u64, _len: u64, _fua: bool) -> io::Result<()> {
-        if self.is_read_only() {
-            return Err(rofs());
+    /// Whole pages become free in the free-space map (engine/trim.rs).
+    fn trim(&self, offset: u64, len: u64, fua: bool) -> io::Result<()> {
+        self.trim_bytes(offset, len)?;
+        if fua {
+            Engine::flush(self)?;
         }
         Ok(())
     }
-    /// Zeroes go through the indirector like any write, in 1 MiB pieces.
-    fn write_zeroes(&self, offset: u64, len: u64, fua: bool, _may_trim: bool) -> io::Result<()> {
-        const CHUNK: u64 = 1 << 20;
-        let zero = vec![0u8; CHUNK.min(len) as usize];
-        let mut done = 0;
-        while done < len {
-            let n = CHUNK.min(len - done);
-            self.write_bytes(&zero[..n as usize], offset + done)?;
-            done += n;
-        }
+    /// Whole pages trimmed unless the client asked for NO_HOLE, edges written as zeros.
+    fn write_zeroes(&self, offset: u64, len: u64, fua: bool, may_trim: bool) -> io::Result<()> {
+        self.zero_bytes(offset, len, may_trim)?;
         if fua {
             Engine::flush(self)?;
         }
@@ -1302,5 +1383,13 @@ impl reblock_nbd::Export for Engine {
     }
     fn connection_changed(&self, opened: bool) {
         self.count_connection(opened);
+    }
+    /// Free pages (trimmed, zeroed, or free in the file system) are holes reading zeros.
+    fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<(u64, u32)>> {
+        let hole = reblock_nbd::proto::STATE_HOLE | reblock_nbd::proto::STATE_ZERO;
+        Ok(Engine::allocation(self, offset, len)
+            .into_iter()
+            .map(|(bytes, free)| (bytes, if free { hole } else { 0 }))
+            .collect())
     }
 }

@@ -70,8 +70,12 @@ pub mod sb_at {
     /// 0. Written before the summaries of that commit, so a summary copy that does not
     /// decode may be a torn write of it only while this names a commit never completed.
     pub const PENDING_COMMIT: usize = 96;
-    /// 20 bytes that must be zero.
-    pub const RESERVED: usize = 104;
+    /// u64: bytes of the free-space map area (two copies of every chunk, see
+    /// [`super::freemap_at`]), right after the slots; 0 on images formatted before the
+    /// map existed, which then serve without one.
+    pub const FREEMAP_BYTES: usize = 104;
+    /// 12 bytes that must be zero.
+    pub const RESERVED: usize = 112;
     /// u32: CRC-32C of bytes `0..CRC`.
     pub const CRC: usize = 124;
     /// Bytes in use; the rest of the block must be zero.
@@ -173,6 +177,8 @@ pub struct Layout {
     /// Where the BOPT region starts on its device (`data_bytes` on a shared image, 0 on
     /// a separate device).
     pub bopt_offset_bytes: u64,
+    /// Bytes of the free-space map area after the slots (0: the image has none).
+    pub freemap_bytes: u64,
     /// Size of the BOPT device; the superblocks are its last 8 KiB.
     pub device_bytes: u64,
     pub separate: bool,
@@ -218,9 +224,10 @@ impl Layout {
         // Per segment: two summary copies and its pages; the meta area is page-rounded.
         let seg_bytes =
             2 * u64::from(summary_bytes) + u64::from(r.segment_pages) * u64::from(r.page_bytes);
+        let freemap_bytes = freemap_bytes_for(r.data_bytes, r.page_bytes);
         let avail = r
             .bopt_bytes
-            .saturating_sub(2 * SUPERBLOCK_BYTES + u64::from(r.page_bytes));
+            .saturating_sub(2 * SUPERBLOCK_BYTES + u64::from(r.page_bytes) + freemap_bytes);
         let segments = (avail / seg_bytes).min(u64::from(u32::MAX / r.segment_pages));
         if segments == 0 {
             return Err(field(
@@ -229,7 +236,7 @@ impl Layout {
                 format!(
                     "{} bytes is too small for one segment ({} bytes with its summaries and superblocks)",
                     r.bopt_bytes,
-                    seg_bytes + 2 * SUPERBLOCK_BYTES + u64::from(r.page_bytes)
+                    seg_bytes + 2 * SUPERBLOCK_BYTES + u64::from(r.page_bytes) + freemap_bytes
                 ),
             ));
         }
@@ -243,6 +250,7 @@ impl Layout {
             write_buffer_pages: 0,
             summary_bytes,
             bopt_offset_bytes: if r.separate { 0 } else { r.data_bytes },
+            freemap_bytes,
             device_bytes: 0,
             separate: r.separate,
         };
@@ -251,7 +259,7 @@ impl Layout {
             .map_err(|e| field(W, "geometry", e.to_string()))?;
         l.read_cache_pages = geo.read_cache_pages;
         l.write_buffer_pages = geo.write_buffer_pages;
-        l.device_bytes = l.slots_end_bytes() + 2 * SUPERBLOCK_BYTES;
+        l.device_bytes = l.slots_end_bytes() + freemap_bytes + 2 * SUPERBLOCK_BYTES;
         Ok(l)
     }
 
@@ -277,6 +285,29 @@ impl Layout {
     }
     pub fn superblock_offset(&self, copy: u32) -> u64 {
         superblock_offset(self.device_bytes, copy)
+    }
+    /// Chunks of the free-space map (0 when the image has none).
+    pub fn freemap_chunks(&self) -> u32 {
+        let blocks = self.freemap_bytes / (2 * FREEMAP_CHUNK_BYTES);
+        blocks.saturating_sub(u64::from(REPLICA_TABLE_BLOCKS)) as u32
+    }
+    /// Blocks of the replica table (0 when the image has no free-space area).
+    pub fn replica_blocks(&self) -> u32 {
+        if self.freemap_bytes == 0 {
+            0
+        } else {
+            REPLICA_TABLE_BLOCKS
+        }
+    }
+    /// Where copy `copy` of replica-table block `block` starts: after the free-map chunks,
+    /// block `k`, copy `c` at `slots_end + (2 (chunks + k) + c) * 4096`.
+    pub fn replica_block_offset(&self, block: u32, copy: u32) -> u64 {
+        self.freemap_offset(self.freemap_chunks() + block, copy)
+    }
+    /// Where copy `copy` of free-map chunk `chunk` starts: chunk `k`, copy `c` at
+    /// `slots_end + (2 k + c) * 4096`.
+    pub fn freemap_offset(&self, chunk: u32, copy: u32) -> u64 {
+        self.slots_end_bytes() + (2 * u64::from(chunk) + u64::from(copy)) * FREEMAP_CHUNK_BYTES
     }
 
     fn geometry_with_fraction(
@@ -337,6 +368,15 @@ pub fn summary_bytes_for(segment_pages: u32) -> u32 {
         (SUMMARY_HEADER + ENTRY_BYTES * segment_pages as usize) as u64,
         4096,
     ) as u32
+}
+
+/// Bytes of the free-space area for a data area: two copies of one
+/// [`FREEMAP_CHUNK_BYTES`] chunk per [`FREEMAP_CHUNK_PAGES`] data pages, then two copies
+/// of each of the [`REPLICA_TABLE_BLOCKS`] blocks of the replica table.
+pub fn freemap_bytes_for(data_bytes: u64, page_bytes: u32) -> u64 {
+    let pages = data_bytes / u64::from(page_bytes.max(1));
+    let blocks = pages.div_ceil(FREEMAP_CHUNK_PAGES) + u64::from(REPLICA_TABLE_BLOCKS);
+    2 * blocks * FREEMAP_CHUNK_BYTES
 }
 
 /// The superblock: the layout plus flags, generation and identity.
@@ -406,6 +446,7 @@ impl Superblock {
         put_u64(&mut b, at::DATA_BYTES, l.data_bytes);
         put_u64(&mut b, at::BOPT_OFFSET_BYTES, l.bopt_offset_bytes);
         put_u64(&mut b, at::DEVICE_BYTES, l.device_bytes);
+        put_u64(&mut b, at::FREEMAP_BYTES, l.freemap_bytes);
         put_u64(&mut b, at::META_BYTES, l.meta_bytes());
         put_u32(&mut b, at::PAGE_BYTES, l.page_bytes);
         put_u32(&mut b, at::SEGMENT_PAGES, l.segment_pages);
@@ -451,7 +492,7 @@ impl Superblock {
             ));
         }
         if b[at::RESERVED..at::CRC].iter().any(|&x| x != 0) {
-            return Err(field(W, "reserved", "bytes 104..124 must be zero"));
+            return Err(field(W, "reserved", "bytes 112..124 must be zero"));
         }
         let flags = get_u32(b, at::FLAGS);
         if flags & !KNOWN_FLAGS != 0 {
@@ -464,6 +505,7 @@ impl Superblock {
         let layout = Layout {
             data_bytes: get_u64(b, at::DATA_BYTES),
             bopt_offset_bytes: get_u64(b, at::BOPT_OFFSET_BYTES),
+            freemap_bytes: get_u64(b, at::FREEMAP_BYTES),
             device_bytes: get_u64(b, at::DEVICE_BYTES),
             page_bytes: get_u32(b, at::PAGE_BYTES),
             segment_pages: get_u32(b, at::SEGMENT_PAGES),
@@ -556,10 +598,22 @@ fn validate_layout(l: &Layout, meta_bytes: u64) -> Result<(), FormatError> {
             ),
         ));
     }
+    if l.freemap_bytes != 0 && l.freemap_bytes != freemap_bytes_for(l.data_bytes, l.page_bytes) {
+        return Err(field(
+            W,
+            "freemap_bytes",
+            format!(
+                "{} is neither 0 nor {} (the free-space map of the data area)",
+                l.freemap_bytes,
+                freemap_bytes_for(l.data_bytes, l.page_bytes)
+            ),
+        ));
+    }
     // In u128 so a forged superblock cannot overflow the arithmetic.
     let need = u128::from(l.bopt_offset_bytes)
         + u128::from(meta_bytes)
         + u128::from(l.bopt_pages) * u128::from(l.page_bytes)
+        + u128::from(l.freemap_bytes)
         + 2 * u128::from(SUPERBLOCK_BYTES);
     let need = u64::try_from(need).ok();
     if need.is_none_or(|n| n > l.device_bytes) {
@@ -748,6 +802,147 @@ fn decode_entry(b: &[u8], segment: u32, segment_pages: u32, i: u32) -> Result<En
     Ok(e)
 }
 
+pub const FREEMAP_MAGIC: &[u8; 8] = b"RBLKFREE";
+/// Magic of a replica-table block (same header as a free-map chunk, [`freemap_at`]).
+pub const REPLICA_MAGIC: &[u8; 8] = b"RBLKREPL";
+/// Blocks of the replica table, each with two copies, after the free-map chunks.
+pub const REPLICA_TABLE_BLOCKS: u32 = 16;
+/// Bytes of one replica-table entry (see [`replica_at`]).
+pub const REPLICA_ENTRY_BYTES: usize = 24;
+/// Entries one block holds after its 64-byte header.
+pub const REPLICAS_PER_BLOCK: usize =
+    (FREEMAP_CHUNK_BYTES as usize - freemap_at::BITS) / REPLICA_ENTRY_BYTES;
+
+/// One replica-table entry, at `BITS + i * REPLICA_ENTRY_BYTES` of its block: a copy of
+/// data page `ORIGINAL` kept in the free data page `REPLICA` (FS2's replica table). An
+/// entry whose `ORIGINAL` equals its `REPLICA` is empty.
+pub mod replica_at {
+    /// u64: the data page copied.
+    pub const ORIGINAL: usize = 0;
+    /// u64: the free data page holding the copy.
+    pub const REPLICA: usize = 8;
+    /// u32: seconds since the Unix epoch of the last read served from the copy (or its
+    /// creation).
+    pub const LAST_ACCESS: usize = 16;
+    /// u32: reads served from the copy.
+    pub const REFCOUNT: usize = 20;
+}
+/// One copy of one free-space map chunk.
+pub const FREEMAP_CHUNK_BYTES: u64 = 4096;
+/// Data pages one chunk covers: one bit each after the 64-byte header.
+pub const FREEMAP_CHUNK_PAGES: u64 = (FREEMAP_CHUNK_BYTES - freemap_at::BITS as u64) * 8;
+
+/// Byte offsets of a free-space map chunk copy (docs/format.md "Free-space map"). The
+/// chunks sit after the slots, chunk `k` copy `c` at `slots_end + (2 k + c) * 4096`;
+/// like summaries, the two copies alternate and the newer committed one counts.
+pub mod freemap_at {
+    /// 8 bytes: `RBLKFREE`.
+    pub const MAGIC: usize = 0;
+    /// u32: [`super::FORMAT_VERSION`].
+    pub const VERSION: usize = 8;
+    /// u32: the chunk this copy belongs to.
+    pub const CHUNK: usize = 12;
+    /// u64: the commit that wrote it.
+    pub const COMMIT: usize = 16;
+    /// u64: the superblock's image id.
+    pub const IMAGE_ID: usize = 24;
+    /// 28 bytes that must be zero.
+    pub const RESERVED: usize = 32;
+    /// u32: CRC-32C of bytes `0..CRC` followed by the bitmap.
+    pub const CRC: usize = 60;
+    /// The bitmap: bit `i % 8` of byte `BITS + i / 8` set when data page
+    /// `chunk * FREEMAP_CHUNK_PAGES + i` is free (trimmed or zeroed: it reads as zeros).
+    pub const BITS: usize = 64;
+}
+
+/// One chunk of the free-space map as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FreeChunk {
+    pub chunk: u32,
+    pub commit: u64,
+    pub image_id: u64,
+    /// `FREEMAP_CHUNK_PAGES` bits, least significant bit of byte 0 first.
+    pub bits: Vec<u8>,
+}
+
+impl FreeChunk {
+    /// Encodes one 4096-byte copy of a free-map chunk.
+    pub fn encode(&self) -> Vec<u8> {
+        self.encode_as(FREEMAP_MAGIC)
+    }
+
+    /// Decodes one copy of free-map chunk `chunk`.
+    pub fn decode(b: &[u8], chunk: u32) -> Result<FreeChunk, FormatError> {
+        Self::decode_as(b, chunk, FREEMAP_MAGIC)
+    }
+
+    /// Encodes one 4096-byte copy under `magic` (a free-map chunk or a replica-table
+    /// block; `bits` is then the entries).
+    pub fn encode_as(&self, magic: &[u8; 8]) -> Vec<u8> {
+        use freemap_at as at;
+        let mut b = vec![0u8; FREEMAP_CHUNK_BYTES as usize];
+        b[at::MAGIC..at::MAGIC + 8].copy_from_slice(magic);
+        put_u32(&mut b, at::VERSION, FORMAT_VERSION);
+        put_u32(&mut b, at::CHUNK, self.chunk);
+        put_u64(&mut b, at::COMMIT, self.commit);
+        put_u64(&mut b, at::IMAGE_ID, self.image_id);
+        let n = self.bits.len().min(b.len() - at::BITS);
+        b[at::BITS..at::BITS + n].copy_from_slice(&self.bits[..n]);
+        let crc = crc32c(&[&b[..at::CRC], &b[at::BITS..]]);
+        put_u32(&mut b, at::CRC, crc);
+        b
+    }
+
+    /// Decodes one copy, checking magic, checksum, version and chunk number.
+    pub fn decode_as(b: &[u8], chunk: u32, magic: &[u8; 8]) -> Result<FreeChunk, FormatError> {
+        use freemap_at as at;
+        const W: &str = "free-space area block";
+        let need = FREEMAP_CHUNK_BYTES as usize;
+        if b.len() < need {
+            return Err(FormatError::Short {
+                what: W,
+                len: b.len(),
+                need,
+            });
+        }
+        if &b[at::MAGIC..at::MAGIC + 8] != magic {
+            return Err(FormatError::Magic { what: W });
+        }
+        let (stored, computed) = (
+            get_u32(b, at::CRC),
+            crc32c(&[&b[..at::CRC], &b[at::BITS..need]]),
+        );
+        if stored != computed {
+            return Err(FormatError::Checksum {
+                what: W,
+                stored,
+                computed,
+            });
+        }
+        if get_u32(b, at::VERSION) != FORMAT_VERSION {
+            let v = get_u32(b, at::VERSION);
+            return Err(field(W, "version", format!("{v} is not supported")));
+        }
+        if b[at::RESERVED..at::CRC].iter().any(|&x| x != 0) {
+            return Err(field(W, "reserved", "bytes 32..60 must be zero"));
+        }
+        if get_u32(b, at::CHUNK) != chunk {
+            let c = get_u32(b, at::CHUNK);
+            return Err(field(
+                W,
+                "chunk",
+                format!("{c} stored where chunk {chunk} belongs"),
+            ));
+        }
+        Ok(FreeChunk {
+            chunk,
+            commit: get_u64(b, at::COMMIT),
+            image_id: get_u64(b, at::IMAGE_ID),
+            bits: b[at::BITS..need].to_vec(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -755,7 +950,8 @@ mod tests {
     fn layout() -> Layout {
         Layout::plan(&LayoutRequest {
             data_bytes: 1 << 20,
-            bopt_bytes: 256 << 10,
+            // The free-space area (free map and replica table) comes on top.
+            bopt_bytes: (256 << 10) + 17 * 8192,
             page_bytes: 4096,
             segment_pages: 16,
             write_buffer_fraction: 0.25,
@@ -772,8 +968,18 @@ mod tests {
         assert_eq!((l.bopt_pages, l.summary_bytes), (48, 4096));
         assert_eq!(l.meta_bytes(), 6 * 4096);
         assert_eq!((l.read_cache_pages, l.write_buffer_pages), (32, 16));
-        assert_eq!(l.device_bytes, (1 << 20) + 6 * 4096 + 48 * 4096 + 8192);
-        assert!(l.device_bytes - (1 << 20) <= 256 << 10);
+        // One free-map chunk (256 pages) and 16 replica-table blocks, two copies each,
+        // after the slots.
+        assert_eq!(l.freemap_bytes, 17 * 2 * 4096);
+        assert_eq!((l.freemap_chunks(), l.replica_blocks()), (1, 16));
+        assert_eq!(l.freemap_offset(0, 1), l.slots_end_bytes() + 4096);
+        assert_eq!(l.replica_block_offset(0, 0), l.slots_end_bytes() + 2 * 4096);
+        let free_area = 17 * 8192;
+        assert_eq!(
+            l.device_bytes,
+            (1 << 20) + 6 * 4096 + 48 * 4096 + free_area + 8192
+        );
+        assert!(l.device_bytes - (1 << 20) <= (256 << 10) + free_area);
         let g = l.geometry().unwrap();
         assert_eq!(g.bopt_sector(0, 0) * 512, l.slot_offset(0));
         assert_eq!(g.write_buffer_pages, 16);
@@ -849,5 +1055,57 @@ mod tests {
             Summary::decode(&torn, 1, 16),
             Err(FormatError::Checksum { .. })
         ));
+    }
+
+    #[test]
+    fn free_chunk_round_trips_and_detects_corruption() {
+        let mut bits = vec![0u8; (FREEMAP_CHUNK_PAGES / 8) as usize];
+        bits[0] = 0b101;
+        bits[100] = 0xff;
+        let c = FreeChunk {
+            chunk: 3,
+            commit: 11,
+            image_id: 5,
+            bits,
+        };
+        let b = c.encode();
+        assert_eq!(&b[0..8], b"RBLKFREE");
+        assert_eq!(b[freemap_at::BITS], 0b101);
+        assert_eq!(FreeChunk::decode(&b, 3).unwrap(), c);
+        assert!(FreeChunk::decode(&b, 4)
+            .unwrap_err()
+            .to_string()
+            .contains("chunk"));
+        let mut torn = b.clone();
+        torn[2000] ^= 1;
+        assert!(matches!(
+            FreeChunk::decode(&torn, 3),
+            Err(FormatError::Checksum { .. })
+        ));
+    }
+
+    #[test]
+    fn superblock_without_a_free_map_still_opens() {
+        let mut l = layout();
+        l.freemap_bytes = 0;
+        l.device_bytes -= 17 * 8192;
+        let sb = Superblock {
+            flags: 0,
+            generation: 1,
+            image_id: 1,
+            commit: 0,
+            pending_commit: 0,
+            layout: l,
+        };
+        let mut b = sb.encode();
+        assert_eq!(Superblock::decode(&b).unwrap().layout.freemap_chunks(), 0);
+        // Bytes 104..112 were reserved (zero) before the map existed: an older image
+        // reads as one without a map.
+        assert!(b[104..112].iter().all(|&x| x == 0));
+        b[104] = 1;
+        let crc = crc32c(&[&b[..124]]);
+        b[124..128].copy_from_slice(&crc.to_le_bytes());
+        let e = Superblock::decode(&b).unwrap_err().to_string();
+        assert!(e.contains("freemap_bytes"), "{e}");
     }
 }

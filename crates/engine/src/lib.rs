@@ -13,10 +13,12 @@ pub mod crc;
 pub mod emulate;
 pub mod engine;
 pub mod format;
+pub mod freemap;
 pub mod image;
 pub mod meta;
 pub mod recorder;
 pub mod replan;
+pub mod replicas;
 pub mod store;
 
 pub use engine::{Engine, EngineOptions, OpenReport, Status};

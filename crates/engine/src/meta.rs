@@ -123,6 +123,7 @@ pub fn format(store: &dyn Store, layout: &Layout, image_id: u64) -> Result<Super
                 .map_err(io_err(format!("summary copy {copy} of segment {seg}")))?;
         }
     }
+    crate::freemap::format(store, layout, image_id)?;
     store
         .sync(Dev::Bopt)
         .map_err(io_err("sync after summaries"))?;

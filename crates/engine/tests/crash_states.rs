@@ -62,7 +62,9 @@ struct Model {
 fn layout(separate: bool) -> Layout {
     Layout::plan(&LayoutRequest {
         data_bytes: 64 * 4096,
-        bopt_bytes: 4 * (2 * 4096 + 4 * 4096) + 3 * 4096,
+        bopt_bytes: 4 * (2 * 4096 + 4 * 4096)
+            + 3 * 4096
+            + 34 * reblock_engine::format::FREEMAP_CHUNK_BYTES, // free-space area: 1 map chunk + 16 replica blocks, 2 copies
         page_bytes: 4096,
         segment_pages: 4,
         write_buffer_fraction: 0.5,

@@ -23,7 +23,13 @@ const PAGE: u64 = 4096;
 const DATA_PAGES: u64 = 32;
 const DATA_BYTES: u64 = DATA_PAGES * PAGE;
 
+/// The write id of a trim or write-zeroes: its bytes read as zeros.
+const ZEROS: u16 = u16::MAX;
+
 fn byte_of(id: u16, off: usize) -> u8 {
+    if id == ZEROS {
+        return 0;
+    }
     (u32::from(id)
         .wrapping_mul(131)
         .wrapping_add(off as u32 * 7)
@@ -33,7 +39,9 @@ fn byte_of(id: u16, off: usize) -> u8 {
 fn layout() -> Layout {
     Layout::plan(&LayoutRequest {
         data_bytes: DATA_BYTES,
-        bopt_bytes: 6 * (2 * 4096 + 4 * PAGE) + 3 * 4096,
+        bopt_bytes: 6 * (2 * 4096 + 4 * PAGE)
+            + 3 * 4096
+            + 34 * reblock_engine::format::FREEMAP_CHUNK_BYTES, // free-space area: 1 map chunk + 16 replica blocks, 2 copies
         page_bytes: PAGE as u32,
         segment_pages: 4,
         write_buffer_fraction: 0.34,
@@ -55,9 +63,20 @@ enum Action {
     Flush,
     Trim {
         page: u64,
+        pages: u64,
+    },
+    /// WRITE_ZEROES of any bytes; `may_trim` false is the client's NO_HOLE.
+    Zeroes {
+        offset: u64,
+        len: u64,
+        may_trim: bool,
     },
     Reconfigure {
         seed: u64,
+    },
+    /// Reads one page again and again, then lets the background make FS2 replicas.
+    Hot {
+        page: u64,
     },
     Background,
     Detach,
@@ -81,9 +100,12 @@ fn action() -> impl Strategy<Value = Action> {
         6 => (0..DATA_PAGES, 1..4u64).prop_map(|(page, pages)| Action::Write { page, pages }),
         4 => (0..DATA_BYTES - 1, 1..9000u64).prop_map(|(offset, len)| Action::Unaligned { offset, len }),
         4 => Just(Action::Flush),
-        1 => (0..DATA_PAGES).prop_map(|page| Action::Trim { page }),
+        3 => (0..DATA_PAGES, 1..5u64).prop_map(|(page, pages)| Action::Trim { page, pages }),
+        2 => (0..DATA_BYTES - 1, 1..20000u64, any::<bool>())
+            .prop_map(|(offset, len, may_trim)| Action::Zeroes { offset, len, may_trim }),
         2 => any::<u64>().prop_map(|seed| Action::Reconfigure { seed }),
         2 => Just(Action::Background),
+        3 => (0..DATA_PAGES).prop_map(|page| Action::Hot { page }),
         1 => Just(Action::Detach),
         1 => any::<bool>().prop_map(|clean| Action::Restart { clean }),
         3 => (0..6u64, any::<bool>(), 0..DATA_PAGES, any::<bool>())
@@ -131,7 +153,21 @@ impl Model {
     }
     /// Checks `bytes` against `allowed` and narrows it (and `now`) to what was read.
     fn check(&mut self, bytes: &[u8], after_restart: bool) -> Result<(), String> {
-        for (off, &v) in bytes.iter().enumerate() {
+        self.check_bytes(bytes, 0..bytes.len(), after_restart)
+    }
+
+    /// [`Model::check`] of `len` bytes at `at` (of a buffer the size of the data area).
+    fn check_range(&mut self, bytes: &[u8], at: usize, len: usize) -> Result<(), String> {
+        self.check_bytes(bytes, at..at + len, false)
+    }
+
+    fn check_bytes(
+        &mut self,
+        bytes: &[u8],
+        range: std::ops::Range<usize>,
+        after_restart: bool,
+    ) -> Result<(), String> {
+        for (off, &v) in bytes.iter().enumerate().take(range.end).skip(range.start) {
             let allowed = if after_restart {
                 &self.durable[off]
             } else {
@@ -225,6 +261,16 @@ impl Harness {
         }
     }
 
+    /// A trim or write-zeroes of whole-page `offset..offset + len` (a trim's partial
+    /// pages keep their bytes): zeros now when it succeeded, zeros or the old bytes when
+    /// it failed; either after a crash until a FLUSH covers it.
+    fn zeroed(&mut self, offset: u64, len: u64, r: std::io::Result<()>) {
+        match r {
+            Err(e) if e.raw_os_error() == Some(libc::EROFS) => {}
+            r => self.model.wrote(ZEROS, offset, len, r.is_ok()),
+        }
+    }
+
     fn flush(&mut self) {
         if self.engine.flush().is_ok() {
             self.model.flushed();
@@ -251,8 +297,20 @@ impl Harness {
             Action::Write { page, pages } => self.write(page * PAGE, pages * PAGE),
             Action::Unaligned { offset, len } => self.write(offset, len),
             Action::Flush => self.flush(),
-            Action::Trim { page } => {
-                let _ = reblock_nbd::Export::trim(&self.engine, page * PAGE, PAGE, false);
+            Action::Trim { page, pages } => {
+                let len = (pages * PAGE).min(DATA_BYTES - page * PAGE);
+                let r = reblock_nbd::Export::trim(&self.engine, page * PAGE, len, false);
+                self.zeroed(page * PAGE, len, r);
+            }
+            Action::Zeroes {
+                offset,
+                len,
+                may_trim,
+            } => {
+                let len = len.min(DATA_BYTES - offset);
+                let r =
+                    reblock_nbd::Export::write_zeroes(&self.engine, offset, len, false, may_trim);
+                self.zeroed(offset, len, r);
             }
             Action::Reconfigure { seed } => {
                 if self
@@ -265,6 +323,21 @@ impl Harness {
                             break;
                         }
                     }
+                }
+            }
+            Action::Hot { page } => {
+                for _ in 0..4 {
+                    let mut buf = vec![0u8; PAGE as usize];
+                    self.engine
+                        .read_bytes(&mut buf, page * PAGE)
+                        .map_err(|e| format!("read: {e}"))?;
+                    let at = (page * PAGE) as usize;
+                    let mut whole = vec![0u8; DATA_BYTES as usize];
+                    whole[at..at + PAGE as usize].copy_from_slice(&buf);
+                    self.model.check_range(&whole, at, PAGE as usize)?;
+                }
+                for _ in 0..4 {
+                    let _ = self.engine.background_tick(true);
                 }
             }
             Action::Background => {

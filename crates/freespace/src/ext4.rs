@@ -245,21 +245,33 @@ fn le32(b: &[u8], at: usize) -> u32 {
 /// Reads the free blocks of the ext2/3/4 file system in `path` (an image file or a block
 /// device).
 pub fn read_ext4_free(path: &Path) -> Result<Ext4Free, Ext4Error> {
+    let file = File::open(path).map_err(|source| Ext4Error::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    read_ext4_free_with(path, &|buf, at| file.read_exact_at(buf, at))
+}
+
+/// Like [`read_ext4_free`], reading the file system's bytes through `read_at` (for an
+/// image served by the engine, whose current blocks may sit in its BOPT); `path` names
+/// it in errors.
+pub fn read_ext4_free_with(
+    path: &Path,
+    read_at: &dyn Fn(&mut [u8], u64) -> std::io::Result<()>,
+) -> Result<Ext4Free, Ext4Error> {
     let io = |source| Ext4Error::Io {
         path: path.to_owned(),
         source,
     };
-    let file = File::open(path).map_err(io)?;
     let mut sb = vec![0u8; SUPERBLOCK_SIZE];
-    file.read_exact_at(&mut sb, SUPERBLOCK_OFFSET).map_err(io)?;
+    read_at(&mut sb, SUPERBLOCK_OFFSET).map_err(io)?;
     let geo = read_geometry(path, &sb)?;
     let mut free = FreeExtents::new();
     let mut count_mismatches = Vec::new();
     let mut desc = vec![0u8; geo.desc_size];
     let mut bitmap = vec![0u8; geo.block_size as usize];
     for g in 0..geo.groups {
-        file.read_exact_at(&mut desc, geo.descriptor_offset(g))
-            .map_err(io)?;
+        read_at(&mut desc, geo.descriptor_offset(g)).map_err(io)?;
         let expected_free = group_free_count(&geo, &desc);
         let found = if le16(&desc, GD_FLAGS) & GD_FLAG_BLOCK_UNINIT != 0 {
             uninit_group_free(&geo, g, &desc, &mut free)
@@ -272,8 +284,7 @@ pub fn read_ext4_free(path: &Path) -> Result<Ext4Free, Ext4Error> {
                     what: format!("block bitmap at block {at}, past the {} blocks", geo.blocks),
                 });
             }
-            file.read_exact_at(&mut bitmap, at * geo.block_size)
-                .map_err(io)?;
+            read_at(&mut bitmap, at * geo.block_size).map_err(io)?;
             bitmap_group_free(&geo, g, &bitmap, &mut free)
         };
         if found != expected_free {

@@ -42,6 +42,14 @@ pub trait Export: Send + Sync {
     /// A connection entered (`true`) or left (`false`) transmission on this export, so a
     /// backend can report how many clients it serves.
     fn connection_changed(&self, _opened: bool) {}
+    /// NBD BLOCK_STATUS in the `base:allocation` context: (bytes, flags) extents in order
+    /// from `offset`, flags from [`proto::STATE_HOLE`] and [`proto::STATE_ZERO`], together
+    /// covering at least one byte and at most `len`. By default everything is allocated
+    /// data, which is always a true answer.
+    fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<(u64, u32)>> {
+        let _ = offset;
+        Ok(vec![(len, 0)])
+    }
 }
 
 /// The operation of one served request, as the recorder sees it.
@@ -52,6 +60,7 @@ pub enum Op {
     Flush,
     Trim,
     WriteZeroes,
+    BlockStatus,
     /// A request refused before it reached the export (unknown command, bad flags...).
     Invalid,
 }

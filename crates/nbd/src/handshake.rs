@@ -181,6 +181,8 @@ struct Haggle<'a> {
     offer: &'a Offer,
     no_zeroes: bool,
     structured: bool,
+    /// The export for which the client selected `base:allocation`, if any.
+    allocation_for: Option<String>,
     /// The stream is inside TLS already.
     tls_up: bool,
 }
@@ -192,6 +194,7 @@ impl<'a> Haggle<'a> {
             offer,
             no_zeroes,
             structured: false,
+            allocation_for: None,
             tls_up,
         }
     }
@@ -260,6 +263,9 @@ impl<'a> Haggle<'a> {
                 self.structured = true;
                 (ack(), None)
             }
+            proto::OPT_LIST_META_CONTEXT | proto::OPT_SET_META_CONTEXT => {
+                (self.meta_context(option, data), None)
+            }
             _ => err(proto::REP_ERR_UNSUP, "option not supported"),
         }
     }
@@ -270,6 +276,7 @@ impl<'a> Haggle<'a> {
             tx_flags: transmission_flags(export.as_ref(), self.structured),
             structured: self.structured,
             max_payload_bytes: self.offer.max_request_bytes,
+            block_status: self.structured && self.allocation_for.as_deref() == Some(name),
         };
         Session {
             name: name.to_owned(),
@@ -364,6 +371,44 @@ impl<'a> Haggle<'a> {
         out.extend(proto::encode_option_reply(option, proto::REP_ACK, &[]));
         let end = (option == proto::OPT_GO).then_some(HandshakeEnd::Transmission(s));
         (out, end)
+    }
+
+    /// `NBD_OPT_LIST_META_CONTEXT` and `NBD_OPT_SET_META_CONTEXT`: the one context served
+    /// is `base:allocation` (id 1). LIST with no query, or a `base:` query, lists it; SET
+    /// selects it when asked by name (unknown names are skipped, as the protocol says) and
+    /// replaces any earlier selection. SET needs structured replies first.
+    fn meta_context(&mut self, option: u32, data: &[u8]) -> Vec<u8> {
+        let err = |rep, msg: &str| proto::encode_option_reply(option, rep, msg.as_bytes());
+        let set = option == proto::OPT_SET_META_CONTEXT;
+        if set && !self.structured {
+            return err(
+                proto::REP_ERR_INVALID,
+                "SET_META_CONTEXT needs STRUCTURED_REPLY first",
+            );
+        }
+        let (name, queries) = match proto::parse_meta_context_request(data) {
+            Ok(r) => r,
+            Err(why) => return err(proto::REP_ERR_INVALID, why),
+        };
+        let Some((name, _)) = self.exports.find(name) else {
+            return err(proto::REP_ERR_UNKNOWN, &format!("unknown export {name:?}"));
+        };
+        let alloc = proto::META_BASE_ALLOCATION;
+        let wanted = if set {
+            queries.contains(&alloc)
+        } else {
+            queries.is_empty() || queries.iter().any(|q| *q == "base:" || *q == alloc)
+        };
+        if set {
+            self.allocation_for = wanted.then(|| name.to_owned());
+        }
+        let mut out = Vec::new();
+        if wanted {
+            let id = proto::META_BASE_ALLOCATION_ID;
+            out.extend(proto::encode_meta_context_reply(option, id, alloc));
+        }
+        out.extend(proto::encode_option_reply(option, proto::REP_ACK, &[]));
+        out
     }
 
     fn block_size(&self, export: &Arc<dyn Export>) -> BlockSize {

@@ -27,11 +27,14 @@ pub const OPT_STARTTLS: u32 = 5;
 pub const OPT_INFO: u32 = 6;
 pub const OPT_GO: u32 = 7;
 pub const OPT_STRUCTURED_REPLY: u32 = 8;
+pub const OPT_LIST_META_CONTEXT: u32 = 9;
+pub const OPT_SET_META_CONTEXT: u32 = 10;
 
 // Option replies.
 pub const REP_ACK: u32 = 1;
 pub const REP_SERVER: u32 = 2;
 pub const REP_INFO: u32 = 3;
+pub const REP_META_CONTEXT: u32 = 4;
 pub const REP_ERR_UNSUP: u32 = 0x8000_0001;
 pub const REP_ERR_POLICY: u32 = 0x8000_0002;
 pub const REP_ERR_INVALID: u32 = 0x8000_0003;
@@ -60,6 +63,7 @@ pub const TX_CAN_MULTI_CONN: u16 = 1 << 8;
 pub const CMD_FLAG_FUA: u16 = 1 << 0;
 pub const CMD_FLAG_NO_HOLE: u16 = 1 << 1;
 pub const CMD_FLAG_DF: u16 = 1 << 2;
+pub const CMD_FLAG_REQ_ONE: u16 = 1 << 3;
 
 // Commands.
 pub const CMD_READ: u16 = 0;
@@ -68,11 +72,21 @@ pub const CMD_DISC: u16 = 2;
 pub const CMD_FLUSH: u16 = 3;
 pub const CMD_TRIM: u16 = 4;
 pub const CMD_WRITE_ZEROES: u16 = 6;
+pub const CMD_BLOCK_STATUS: u16 = 7;
+
+// The one metadata context served: allocation, with its id and state bits.
+pub const META_BASE_ALLOCATION: &str = "base:allocation";
+pub const META_BASE_ALLOCATION_ID: u32 = 1;
+/// `base:allocation`: the extent is not allocated (a hole).
+pub const STATE_HOLE: u32 = 1 << 0;
+/// `base:allocation`: the extent reads as zeros.
+pub const STATE_ZERO: u32 = 1 << 1;
 
 // Structured reply chunk flags and types.
 pub const REPLY_FLAG_DONE: u16 = 1 << 0;
 pub const REPLY_TYPE_NONE: u16 = 0;
 pub const REPLY_TYPE_OFFSET_DATA: u16 = 1;
+pub const REPLY_TYPE_BLOCK_STATUS: u16 = 5;
 pub const REPLY_TYPE_ERROR: u16 = 0x8001;
 
 // Error values: the protocol fixes these numbers independently of the host's errno.
@@ -317,6 +331,8 @@ pub struct Negotiated {
     pub tx_flags: u16,
     pub structured: bool,
     pub max_payload_bytes: u32,
+    /// The client selected `base:allocation` for this export: BLOCK_STATUS is allowed.
+    pub block_status: bool,
 }
 
 impl Negotiated {
@@ -348,6 +364,12 @@ pub enum Command {
         length: u32,
         fua: bool,
         may_trim: bool,
+    },
+    BlockStatus {
+        offset: u64,
+        length: u32,
+        /// `REQ_ONE`: answer with a single extent.
+        req_one: bool,
     },
     Disconnect,
 }
@@ -431,6 +453,8 @@ fn allowed_flags(kind: u16, n: &Negotiated) -> Option<u16> {
         CMD_READ => Some(fua | df),
         CMD_WRITE | CMD_TRIM | CMD_FLUSH | CMD_DISC => Some(fua),
         CMD_WRITE_ZEROES => Some(fua | CMD_FLAG_NO_HOLE),
+        // Only once a metadata context was selected (else: an unknown command).
+        CMD_BLOCK_STATUS if n.block_status => Some(fua | CMD_FLAG_REQ_ONE),
         _ => None,
     }
 }
@@ -456,8 +480,72 @@ fn command_of(h: &RequestHeader) -> Command {
             fua,
             may_trim: h.flags & CMD_FLAG_NO_HOLE == 0,
         },
+        CMD_BLOCK_STATUS => Command::BlockStatus {
+            offset,
+            length,
+            req_one: h.flags & CMD_FLAG_REQ_ONE != 0,
+        },
         other => unreachable!("command {other} passed allowed_flags"),
     }
+}
+
+/// The data of `NBD_OPT_LIST_META_CONTEXT` / `NBD_OPT_SET_META_CONTEXT`: the export
+/// name and the queries.
+pub fn parse_meta_context_request(data: &[u8]) -> Result<(&str, Vec<&str>), &'static str> {
+    let take = |at: usize| -> Result<usize, &'static str> {
+        data.get(at..at + 4)
+            .map(|b| be_u32(b, 0) as usize)
+            .ok_or("meta context request is too short")
+    };
+    let name_len = take(0)?;
+    let name_end = 4usize.checked_add(name_len).ok_or("bad name length")?;
+    let name = parse_string(
+        data.get(4..name_end)
+            .ok_or("export name runs past the data")?,
+    )?;
+    let count = take(name_end)?;
+    let mut at = name_end + 4;
+    let mut queries = Vec::new();
+    for _ in 0..count {
+        let len = take(at)?;
+        let end = (at + 4).checked_add(len).ok_or("bad query length")?;
+        let q = data.get(at + 4..end).ok_or("query runs past the data")?;
+        queries.push(parse_string(q)?);
+        at = end;
+    }
+    if at != data.len() {
+        return Err("meta context request has trailing bytes");
+    }
+    Ok((name, queries))
+}
+
+/// One `NBD_REP_META_CONTEXT` reply naming context `id`.
+pub fn encode_meta_context_reply(option: u32, id: u32, name: &str) -> Vec<u8> {
+    let mut data = id.to_be_bytes().to_vec();
+    data.extend_from_slice(name.as_bytes());
+    encode_option_reply(option, REP_META_CONTEXT, &data)
+}
+
+/// A final `NBD_REPLY_TYPE_BLOCK_STATUS` chunk for context `id`: (length, flags) extents.
+pub fn encode_block_status_chunk(cookie: u64, id: u32, extents: &[(u32, u32)]) -> Vec<u8> {
+    let len = 4 + 8 * extents.len();
+    let mut b = vec![0u8; CHUNK_HEADER_BYTES + len];
+    write_chunk_header(
+        &mut b,
+        REPLY_FLAG_DONE,
+        REPLY_TYPE_BLOCK_STATUS,
+        cookie,
+        len as u32,
+    );
+    let mut at = CHUNK_HEADER_BYTES;
+    b[at..at + 4].copy_from_slice(&id.to_be_bytes());
+    for (length, flags) in extents {
+        at += 4;
+        b[at..at + 4].copy_from_slice(&length.to_be_bytes());
+        at += 4;
+        b[at..at + 4].copy_from_slice(&flags.to_be_bytes());
+    }
+    b
 }
 
 /// A simple reply header (no data follows unless it answers a successful read).
@@ -552,6 +640,7 @@ mod tests {
             tx_flags: tx,
             structured: false,
             max_payload_bytes: 65536,
+            block_status: false,
         }
     }
 
@@ -705,5 +794,52 @@ mod tests {
             }
         );
         assert_eq!(&b[20..], &[0, 0, 0, 22, 0, 2, b'n', b'o']);
+    }
+
+    #[test]
+    fn meta_context_requests_parse_and_refuse_garbage() {
+        let mut d = Vec::new();
+        d.extend(3u32.to_be_bytes());
+        d.extend(b"img");
+        d.extend(2u32.to_be_bytes());
+        for q in ["base:allocation", "qemu:dirty-bitmap:x"] {
+            d.extend((q.len() as u32).to_be_bytes());
+            d.extend(q.as_bytes());
+        }
+        let (name, queries) = parse_meta_context_request(&d).unwrap();
+        assert_eq!(name, "img");
+        assert_eq!(queries, vec!["base:allocation", "qemu:dirty-bitmap:x"]);
+        assert!(parse_meta_context_request(&d[..d.len() - 1]).is_err());
+        let mut long = d.clone();
+        long.push(0);
+        assert!(parse_meta_context_request(&long).is_err());
+        assert!(parse_meta_context_request(&[0, 0, 0]).is_err());
+        assert!(parse_meta_context_request(&[0xff; 12]).is_err());
+    }
+
+    #[test]
+    fn block_status_needs_a_selected_context_and_answers_in_one_chunk() {
+        let mut n = negotiated(false);
+        n.structured = true;
+        let h = req(CMD_BLOCK_STATUS, CMD_FLAG_REQ_ONE, 4096, 8192);
+        assert_eq!(check_request(&h, &n).unwrap_err().errno, EINVAL);
+        n.block_status = true;
+        assert_eq!(
+            check_request(&h, &n).unwrap(),
+            Command::BlockStatus {
+                offset: 4096,
+                length: 8192,
+                req_one: true
+            }
+        );
+        let b = encode_block_status_chunk(9, META_BASE_ALLOCATION_ID, &[(4096, 0), (4096, 3)]);
+        let head = parse_chunk_header(b[..CHUNK_HEADER_BYTES].try_into().unwrap()).unwrap();
+        assert_eq!(
+            (head.flags, head.kind, head.cookie, head.length),
+            (REPLY_FLAG_DONE, REPLY_TYPE_BLOCK_STATUS, 9, 20)
+        );
+        assert_eq!(&b[20..24], &1u32.to_be_bytes());
+        assert_eq!(&b[32..36], &4096u32.to_be_bytes());
+        assert_eq!(&b[36..40], &3u32.to_be_bytes());
     }
 }

@@ -354,6 +354,7 @@ fn op_of(kind: u16) -> Op {
         proto::CMD_FLUSH => Op::Flush,
         proto::CMD_TRIM => Op::Trim,
         proto::CMD_WRITE_ZEROES => Op::WriteZeroes,
+        proto::CMD_BLOCK_STATUS => Op::BlockStatus,
         _ => Op::Invalid,
     }
 }
@@ -370,6 +371,11 @@ fn run(
     let export = ctx.export;
     let done = match command {
         Command::Read { offset, length } => return read(header, offset, length, event, ctx, buf),
+        Command::BlockStatus {
+            offset,
+            length,
+            req_one,
+        } => return block_status(header, (offset, length, req_one), event, ctx, buf),
         Command::Write { offset, fua, .. } => export.write_at(buf, offset, fua),
         Command::Flush => export.flush(),
         Command::Trim {
@@ -515,6 +521,42 @@ fn read(
         Ok(()) => {
             write_reply_prefix(buf, header.cookie, offset, length, ctx);
             (event, total)
+        }
+        Err(e) => {
+            event.errno = nbd_errno(&e);
+            let len = error_reply(header.cookie, event.errno, &e.to_string(), ctx, buf);
+            (event, len)
+        }
+    }
+}
+
+/// Answers BLOCK_STATUS with one `base:allocation` chunk (a single extent with
+/// `REQ_ONE`), lengths clipped to the request.
+fn block_status(
+    header: &RequestHeader,
+    (offset, length, req_one): (u64, u32, bool),
+    mut event: RequestEvent,
+    ctx: &Context<'_>,
+    buf: &mut Vec<u8>,
+) -> (RequestEvent, usize) {
+    match ctx.export.allocation(offset, length.into()) {
+        Ok(runs) => {
+            let mut left = u64::from(length);
+            let mut extents = Vec::new();
+            for (len, flags) in runs {
+                let len = len.min(left);
+                if len == 0 || (req_one && !extents.is_empty()) {
+                    break;
+                }
+                extents.push((len as u32, flags));
+                left -= len;
+            }
+            if extents.is_empty() {
+                extents.push((length, 0));
+            }
+            let id = proto::META_BASE_ALLOCATION_ID;
+            *buf = proto::encode_block_status_chunk(header.cookie, id, &extents);
+            (event, buf.len())
         }
         Err(e) => {
             event.errno = nbd_errno(&e);

@@ -15,6 +15,7 @@ pub mod reconfigure;
 pub mod record;
 pub mod replay;
 pub mod serve;
+pub mod serve_free;
 pub mod simulate;
 pub mod status;
 pub mod tree;

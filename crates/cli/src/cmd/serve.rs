@@ -143,6 +143,13 @@ pub struct Args {
     /// TOML file with any of these options (keys as the flags, with '_'); flags win.
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Seed the free-space map at start from the file system on the image (ext4: its
+    /// block bitmaps; it must be cleanly unmounted). Free blocks then read as zeros, hold
+    /// no BOPT copy, and show as holes to BLOCK_STATUS (nbdinfo --map, qemu-img) until
+    /// written. Without it the map holds what clients trimmed or zeroed (and, on a freshly
+    /// formatted image, the never-written holes of its file).
+    #[arg(long, value_enum, value_name = "FS")]
+    pub free_from: Option<super::serve_free::FreeFrom>,
 }
 
 /// When `serve` offers or demands TLS.
@@ -527,9 +534,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let a = merge(args)?;
     let checked = check_args(&a)?;
     check_create_size(&a)?;
-    // Signals are caught before the socket exists: a script that stops the server as
-    // soon as it appears (or reads the "serving" line) gets a clean stop, even while the
-    // guard's device model is still being set up.
+    // Signals are caught before anything is touched: a SIGTERM while formatting,
+    // seeding the free-space map or setting up the guard's device model stops cleanly
+    // once serving starts, instead of killing the process halfway through the format.
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, stop.clone())?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, stop.clone())?;
@@ -577,6 +584,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for w in report.warnings() {
         eprintln!("reblock: ERROR: {w}");
     }
+    seed_free_map(&a, opened.formatted.is_some(), &engine)?;
     let engine = Arc::new(engine);
     serve_engine(&a, checked, bound, engine, stop)
 }
@@ -609,6 +617,25 @@ fn emulated(a: &Args, store: Arc<reblock_engine::FileStore>) -> anyhow::Result<A
         placement.region_at
     );
     Ok(Arc::new(emu))
+}
+
+/// Seeds the free-space map before serving (engine/trim.rs, cmd/serve_free.rs).
+fn seed_free_map(a: &Args, formatted: bool, engine: &Engine) -> anyhow::Result<()> {
+    use super::serve_free::{seed_from_ext4, seed_from_holes, FreeFrom};
+    if formatted {
+        let pages = seed_from_holes(engine, &a.image)?;
+        if pages > 0 {
+            eprintln!("reblock: {pages} never-written pages marked free (they read as zeros)");
+        }
+    }
+    if a.free_from == Some(FreeFrom::Ext4) {
+        let pages = seed_from_ext4(engine, &a.image)?;
+        eprintln!(
+            "reblock: free-space map seeded from the ext4 block bitmaps: {pages} pages newly free, {} free in all",
+            engine.free_pages()
+        );
+    }
+    Ok(())
 }
 
 fn serve_engine(

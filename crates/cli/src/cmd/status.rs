@@ -33,6 +33,9 @@ pub struct Args {
 #[serde(default)]
 struct Shown {
     mode: String,
+    free_pages: u64,
+    replicas: u64,
+    replica_hits: u64,
     read_only: bool,
     needs_check: bool,
     uptime_s: f64,
@@ -189,6 +192,11 @@ fn detail_lines(s: &Shown) -> Vec<String> {
                 .as_ref()
                 .map(|p| format!(", plan from {p}"))
                 .unwrap_or_default()
+        ),
+        format!(
+            "  free space  {} pages free (trimmed, zeroed or never written: read as zeros); \
+             {} FS2 replicas of hot pages, {} reads served from a replica",
+            s.free_pages, s.replicas, s.replica_hits
         ),
     ];
     if let Some(r) = &s.replan {

@@ -74,6 +74,7 @@ impl Engine {
             self.counters.steps_refused.fetch_add(1, Relaxed);
             return Ok(false);
         }
+        self.forget_replicas_of_step(step);
         if let Step::Copy(op) = step {
             self.copy_pages(op)?;
         }

@@ -1,0 +1,321 @@
+//! FS2 online (the FS2 paper's "Approach", docs/references.md): copies of hot data pages
+//! that lie away from where the head works are made in free pages near the hot area, in
+//! the background under the copier's rate limit; a read goes to whichever copy is closer
+//! to the head's last known position; a replica is dropped when its original is written
+//! or trimmed, and a client write into a free page holding a replica claims it first.
+//!
+//! Crash safety: the replica's data is written before the commit that names it (a
+//! commit syncs the data first); every drop caused by a client write or trim is
+//! committed before that write touches the disk, so after any crash the durable table
+//! names no replica older than an acknowledged write of its original, and no replica
+//! sits in a page the client wrote.
+
+use super::{lock, Engine, StripeGuard};
+use crate::replicas::ReplicaEntry;
+use reblock_layout::{CopyKind, PhysIo, Region, Step};
+use std::collections::HashMap;
+use std::io;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// Reads of one page before it counts as hot.
+const HOT_READS: u32 = 3;
+/// Pages whose read counts are kept; past this the counts are halved (old heat fades).
+const HEAT_PAGES: usize = 1 << 16;
+/// Hot pages whose median is the hot area's centre.
+const HOT_SET: usize = 32;
+/// How far from the centre a free page may be taken for a replica.
+const SEARCH_PAGES: u64 = 1 << 16;
+
+/// Read counts per data page served from home.
+#[derive(Default)]
+pub(super) struct Heat {
+    reads: HashMap<u64, u32>,
+}
+
+impl Heat {
+    fn record(&mut self, first: u64, end: u64) {
+        for p in first..end {
+            *self.reads.entry(p).or_insert(0) += 1;
+        }
+        if self.reads.len() > HEAT_PAGES {
+            self.reads.retain(|_, n| {
+                *n /= 2;
+                *n > 0
+            });
+        }
+    }
+}
+
+fn now_s() -> u32 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as u32)
+}
+
+impl Engine {
+    /// Replicas held now.
+    pub fn replica_count(&self) -> usize {
+        lock(&self.replicas).len()
+    }
+
+    /// A copy of the replica table (for tests and reports).
+    pub fn replica_table(&self) -> crate::replicas::ReplicaTable {
+        lock(&self.replicas).clone()
+    }
+
+    /// Reads served from a replica since the engine opened.
+    pub fn replica_hits(&self) -> u64 {
+        self.replica_hits.load(Relaxed)
+    }
+
+    /// Sends each page of a read served from home to whichever copy (original or replica)
+    /// lies closer to the head's last position, counts the heat of those pages, and
+    /// moves the head. Called with the gate held.
+    pub(super) fn route_to_replicas(&self, ios: &mut Vec<PhysIo>) {
+        let ps = self.geo.page.sectors();
+        if !ios.iter().any(|io| io.region == Region::Data) {
+            return;
+        }
+        let head = self.head_page.load(Relaxed);
+        let mut table = lock(&self.replicas);
+        let mut heat = lock(&self.heat);
+        let mut out = Vec::with_capacity(ios.len());
+        for io in ios.drain(..) {
+            if io.region != Region::Data {
+                out.push(io);
+                continue;
+            }
+            let (first, end) = (
+                io.device_sector / ps,
+                (io.device_sector + io.sectors).div_ceil(ps),
+            );
+            heat.record(first, end);
+            if table.is_empty() {
+                out.push(io);
+                continue;
+            }
+            for page in first..end {
+                let a = (page * ps).max(io.device_sector);
+                let b = ((page + 1) * ps).min(io.device_sector + io.sectors);
+                let mut target = page;
+                if let Some(e) = table.of_original(page) {
+                    if e.replica.abs_diff(head) < page.abs_diff(head) {
+                        target = e.replica;
+                        table.touch(page, now_s());
+                        self.replica_hits.fetch_add(1, Relaxed);
+                    }
+                }
+                push_merged(
+                    &mut out,
+                    PhysIo {
+                        device_sector: target * ps + (a - page * ps),
+                        sectors: b - a,
+                        buf_offset_sectors: io.buf_offset_sectors + (a - io.device_sector),
+                        ..io
+                    },
+                );
+            }
+        }
+        if let Some(last) = out.iter().rev().find(|io| io.region == Region::Data) {
+            self.move_head(last);
+        }
+        *ios = out;
+    }
+
+    /// The head's last known position: the end of the last data-area I/O.
+    pub(super) fn move_head(&self, io: &PhysIo) {
+        let ps = self.geo.page.sectors();
+        self.head_page
+            .store((io.device_sector + io.sectors) / ps, Relaxed);
+    }
+
+    /// Before a client write of sectors `sector..+sectors` touches the disk: replicas of
+    /// its pages, and replicas stored in its pages (free space it claims), are dropped
+    /// and the drop committed. The caller holds the pages' stripes.
+    pub(super) fn release_replicas(&self, sector: u64, sectors: u64) -> io::Result<()> {
+        let ps = self.geo.page.sectors();
+        let (first, end) = (sector / ps, (sector + sectors).div_ceil(ps));
+        let named = |t: &crate::replicas::ReplicaTable| {
+            t.of_original_in(first, end) || t.named_durably(first, end)
+        };
+        if !named(&lock(&self.replicas)) {
+            return Ok(());
+        }
+        let mut c = lock(&self.commit);
+        let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
+        {
+            let mut t = lock(&self.replicas);
+            let dropped = t.drop_touching(first, end);
+            if dropped == 0 && !t.named_durably(first, end) {
+                return Ok(());
+            }
+        }
+        let snap = self.snapshot(&c);
+        self.persist(&mut c, snap)
+    }
+
+    /// Detach: every replica is dropped (committed first), then every page that held one
+    /// and is still free is zeroed, so the data area alone is the image again. The gate
+    /// is held throughout, so no client write to such a page runs meanwhile.
+    pub(super) fn clear_replicas(&self) -> io::Result<()> {
+        let mut c = lock(&self.commit);
+        let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
+        let pages = lock(&self.replicas).clear();
+        let snap = self.snapshot(&c);
+        self.persist(&mut c, snap)?;
+        let zero = vec![0u8; self.layout.page_bytes as usize];
+        let pb = u64::from(self.layout.page_bytes);
+        for p in pages.into_iter().filter(|&p| lock(&self.free).is_free(p)) {
+            self.store
+                .write_at(crate::store::Dev::Data, &zero, p * pb)
+                .map_err(|e| self.io_failed(e, "replica erase"))?;
+        }
+        Ok(())
+    }
+
+    /// A copy step about to read or write data pages: replicas stored there are
+    /// forgotten (committed with the step's map change), so a page that enters the BOPT
+    /// is never both a replica and a mapped page.
+    pub(super) fn forget_replicas_of_step(&self, step: &Step) {
+        let Step::Copy(op) = step else { return };
+        let mut t = lock(&self.replicas);
+        for run in [op.src, op.dst] {
+            if run.region == Region::Data && (op.kind == CopyKind::Incoming || run == op.dst) {
+                t.drop_touching(run.first, run.first + run.pages);
+            }
+        }
+    }
+
+    /// One background round of FS2: make one replica of a hot page lying outside the hot
+    /// area, in the free page nearest the area's centre. Returns 1 when a replica was
+    /// made (its bytes count toward the copier's rate limit), else 0.
+    pub(super) fn replica_tick(&self, allowed: bool) -> io::Result<usize> {
+        if !allowed || self.is_read_only() || !self.has_free_map() || self.is_detached() {
+            return Ok(0);
+        }
+        let Some((original, replica)) = self.pick_replica() else {
+            return Ok(0);
+        };
+        // No client write to either page, and no copy step, until the entry is in.
+        let _s = self.lock_page_stripes(original, replica);
+        let _g = self.gate.read().unwrap_or_else(|e| e.into_inner());
+        let Some(slot) = self.replica_still_fits(original, replica) else {
+            return Ok(0);
+        };
+        let pb = u64::from(self.layout.page_bytes);
+        let mut buf = vec![0u8; pb as usize];
+        let (dev, at) = match slot {
+            Some(slot) => (crate::store::Dev::Bopt, self.geo.bopt_sector(slot, 0) * 512),
+            None => (crate::store::Dev::Data, original * pb),
+        };
+        self.store
+            .read_at(dev, &mut buf, at)
+            .map_err(|e| self.io_failed(e, "replica read"))?;
+        self.store
+            .write_at(crate::store::Dev::Data, &buf, replica * pb)
+            .map_err(|e| self.io_failed(e, "replica write"))?;
+        lock(&self.replicas).insert(ReplicaEntry {
+            original,
+            replica,
+            last_access: now_s(),
+            refcount: 0,
+        });
+        self.counters.bytes_moved.fetch_add(pb, Relaxed);
+        Ok(1)
+    }
+
+    /// Both pages still as [`Engine::pick_replica`] chose them (the replica page free,
+    /// unmapped and unused; the original in use, trusted and without a replica): then
+    /// the BOPT slot holding the original's current data, if any.
+    fn replica_still_fits(&self, original: u64, replica: u64) -> Option<Option<u32>> {
+        let st = lock(&self.state);
+        let free = lock(&self.free);
+        let t = lock(&self.replicas);
+        let fits = st.ind.mode() != reblock_layout::Mode::Detaching
+            && free.durably_free(replica)
+            && !free.is_free(original)
+            && st.ind.map().lookup(replica).is_none()
+            && !t.is_replica(replica)
+            && t.of_original(original).is_none()
+            && !self.untrusted.any();
+        fits.then(|| st.ind.map().lookup(original))
+    }
+
+    /// The stripes of two pages, in ascending stripe order.
+    fn lock_page_stripes(&self, a: u64, b: u64) -> Vec<StripeGuard<'_>> {
+        let n = super::STRIPES as u64;
+        let mut ids = vec![(a % n) as usize, (b % n) as usize];
+        ids.sort_unstable();
+        ids.dedup();
+        ids.into_iter()
+            .map(|i| {
+                StripeGuard::Exclusive(self.stripes[i].write().unwrap_or_else(|e| e.into_inner()))
+            })
+            .collect()
+    }
+
+    /// The hottest page without a replica lying outside the hot area, and the free page
+    /// nearest the area's centre; above the low watermark of free space only (a full
+    /// table gives up its coldest replica).
+    fn pick_replica(&self) -> Option<(u64, u64)> {
+        let pages = self.layout.data_bytes / u64::from(self.layout.page_bytes);
+        let mut hot: Vec<(u32, u64)> = {
+            let heat = lock(&self.heat);
+            heat.reads
+                .iter()
+                .filter(|(_, &n)| n >= HOT_READS)
+                .map(|(&p, &n)| (n, p))
+                .collect()
+        };
+        if hot.is_empty() {
+            return None;
+        }
+        hot.sort_unstable_by(|a, b| b.cmp(a));
+        let mut centre: Vec<u64> = hot.iter().take(HOT_SET).map(|h| h.1).collect();
+        centre.sort_unstable();
+        let centre = centre[centre.len() / 2];
+        let radius = (pages / 256).max(1);
+        let free = lock(&self.free);
+        let mut t = lock(&self.replicas);
+        if free.free_pages() < t.len() as u64 + pages / 100 + 1 {
+            return None; // below the low watermark: leave free space to the client
+        }
+        let original = hot.iter().map(|h| h.1).find(|&p| {
+            p.abs_diff(centre) > radius
+                && t.of_original(p).is_none()
+                && !t.is_replica(p)
+                && !free.is_free(p)
+        })?;
+        if t.full() {
+            let coldest = t.coldest()?;
+            t.drop_touching(coldest, coldest + 1);
+        }
+        let usable = |r: u64| {
+            r < pages && free.durably_free(r) && !t.is_replica(r) && !t.named_durably(r, r + 1)
+        };
+        let replica = (0..SEARCH_PAGES).find_map(|d| {
+            [centre + d, centre.wrapping_sub(d)]
+                .into_iter()
+                .find(|&r| usable(r))
+        });
+        if replica.is_none() {
+            lock(&self.heat).reads.remove(&original);
+        }
+        replica.map(|r| (original, r))
+    }
+}
+
+/// Appends `io`, merged into the previous extent when it continues it on the device and
+/// in the buffer.
+fn push_merged(out: &mut Vec<PhysIo>, io: PhysIo) {
+    if let Some(last) = out.last_mut() {
+        if last.region == io.region
+            && last.device_sector + last.sectors == io.device_sector
+            && last.buf_offset_sectors + last.sectors == io.buf_offset_sectors
+        {
+            last.sectors += io.sectors;
+            return;
+        }
+    }
+    out.push(io);
+}
