@@ -12,7 +12,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
-use reblock_analyze::{analyze_trace, sidecar, units, Config};
+use reblock_analyze::{analyze_trace, device_bytes, sidecar, units, Config};
 use reblock_parallel::pairs::{mine_pairs, PairMining};
 use reblock_parallel::session::{Blocking, OpFilter, SessionConfig, SessionMode};
 use reblock_eval::config::parse_duration_ns;
@@ -78,14 +78,8 @@ fn analyze_json(
         )));
     }
     let mut reader = open(path, format, skip_bad)?;
-    let footer_bytes = reader
-        .parquet_meta()
-        .and_then(|m| m.device_sectors)
-        .map(|s| s.saturating_mul(SECTOR_BYTES));
-    let device_bytes = match device_size {
-        Some(s) => Some(units::parse_size_bytes(s).map_err(bad_argument)?),
-        None => meta.as_ref().and_then(|m| m.device_bytes).or(footer_bytes),
-    };
+    let flag = device_size.map(units::parse_size_bytes).transpose();
+    let device_bytes = device_bytes(flag.map_err(bad_argument)?, meta.as_ref(), &reader);
     let config = Config {
         page_bytes,
         interval: sidecar::interval(interval, meta.as_ref()).map_err(bad_argument)?,
