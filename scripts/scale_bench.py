@@ -32,7 +32,8 @@ HERE = Path(__file__).resolve().parent
 
 
 def measure(argv: list) -> dict:
-    """Runs argv under /usr/bin/time -v; its peak RSS (MB) and wall time (s)."""
+    """Runs argv under /usr/bin/time -v: its peak RSS (MB), wall time and user CPU time
+    (s); on a shared machine the CPU time is the steadier figure."""
     started = time.monotonic()
     p = subprocess.run(["/usr/bin/time", "-v", *argv], stdout=subprocess.DEVNULL,
                        stderr=subprocess.PIPE, text=True)
@@ -62,6 +63,8 @@ def run_size(n: int, args, work: Path) -> dict:
         m = measure(argv)
         m["requests_per_s"] = round(n / m["wall_s"])
         out[name] = m
+        # As it goes, so that a run cut short still reports what it measured.
+        print(f"scale_bench: {n} requests: {name}: {m}", file=sys.stderr)
     base = out["baseline_convert"]["wall_s"]
     for m in out.values():
         m["time_vs_baseline"] = round(m["wall_s"] / base, 2)
@@ -106,11 +109,11 @@ def main() -> int:
         print(json.dumps(report, indent=1))
         return 0
     print(f"{'requests':>11} {'command':<17} {'peak RSS MB':>11} {'wall s':>8} "
-          f"{'req/s':>10} {'x baseline':>10}")
+          f"{'user s':>8} {'req/s':>10} {'x baseline':>10}")
     for n, cmds in results.items():
         for cmd, m in cmds.items():
             print(f"{n:>11} {cmd:<17} {m['peak_rss_mb']:>11} {m['wall_s']:>8} "
-                  f"{m['requests_per_s']:>10} {m['time_vs_baseline']:>10}")
+                  f"{m['user_s']:>8} {m['requests_per_s']:>10} {m['time_vs_baseline']:>10}")
     for k, v in report.get("growth", {}).items():
         print(f"growth {k}: {v}")
     return 0
