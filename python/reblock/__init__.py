@@ -28,6 +28,7 @@ __all__ = [
     "read_batches",
     "trace_metadata",
     "analyze",
+    "simulate",
     "pairs",
     "DEFAULT_PAIR_WINDOW",
 ]
@@ -108,6 +109,35 @@ def analyze(
         burst_window,
         format,
         skip_bad,
+    )
+    return json.loads(text)
+
+
+def simulate(
+    path: PathLike,
+    device: str,
+    *,
+    speed: Optional[float] = None,
+    queue_depth: Optional[int] = None,
+    scheduler: str = "fcfs",
+    max_merge_sectors: int = 256,
+    window: Optional[str] = None,
+    wrap: bool = False,
+    format: str = "auto",
+    skip_bad: int = 0,
+) -> Dict[str, Any]:
+    """Replays the trace at ``path`` on a modelled device: the dict ``reblock simulate
+    --json`` prints (same keys, same values), with the same options.
+
+    ``device`` is a model (``hdd:barracuda``, ``ssd:k9``), a parameter file, or an array
+    (``raid0:4xhdd:cheetah15k5:stripe=128``). Open loop at the trace's times divided by
+    ``speed`` (default 1, real time), or closed loop with ``queue_depth`` requests
+    outstanding. ``scheduler`` is fcfs, sstf or clook; ``window`` (``60s`` or a request
+    count) adds per-window metrics; ``wrap`` folds addresses past the device's end.
+    """
+    text = _reblock.simulate_json(
+        os.fspath(path), device, speed, queue_depth, scheduler, max_merge_sectors,
+        window, wrap, format, skip_bad,
     )
     return json.loads(text)
 

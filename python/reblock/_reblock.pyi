@@ -28,4 +28,16 @@ def pairs_json(
     format: str,
     skip_bad: int,
 ) -> str: ...
+def simulate_json(
+    path: str,
+    device: str,
+    speed: Optional[float],
+    queue_depth: Optional[int],
+    scheduler: str,
+    max_merge_sectors: int,
+    window: Optional[str],
+    wrap: bool,
+    format: str,
+    skip_bad: int,
+) -> str: ...
 def parquet_meta(path: str) -> Tuple[Optional[int], Optional[str], Optional[int]]: ...

@@ -12,10 +12,11 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
-use reblock_analyze::{analyze_trace, sidecar, units, Config};
+use reblock_analyze::{analyze_trace, device_bytes, sidecar, units, Config};
 use reblock_parallel::pairs::{mine_pairs, PairMining};
 use reblock_parallel::session::{Blocking, OpFilter, SessionConfig, SessionMode};
 use reblock_eval::config::parse_duration_ns;
+use reblock_sim::{Pacing, Replay, SimulationOutput, TraceSource};
 use reblock_trace::parquet::TraceBatches;
 use reblock_trace::{FormatChoice, ReadOptions, TraceReader, SECTOR_BYTES};
 
@@ -78,14 +79,8 @@ fn analyze_json(
         )));
     }
     let mut reader = open(path, format, skip_bad)?;
-    let footer_bytes = reader
-        .parquet_meta()
-        .and_then(|m| m.device_sectors)
-        .map(|s| s.saturating_mul(SECTOR_BYTES));
-    let device_bytes = match device_size {
-        Some(s) => Some(units::parse_size_bytes(s).map_err(bad_argument)?),
-        None => meta.as_ref().and_then(|m| m.device_bytes).or(footer_bytes),
-    };
+    let flag = device_size.map(units::parse_size_bytes).transpose();
+    let device_bytes = device_bytes(flag.map_err(bad_argument)?, meta.as_ref(), &reader);
     let config = Config {
         page_bytes,
         interval: sidecar::interval(interval, meta.as_ref()).map_err(bad_argument)?,
@@ -154,6 +149,50 @@ fn pairs_json(
     serde_json::to_string(&mined).map_err(bad_argument)
 }
 
+/// `simulate --json` of the trace at `path` on the device `spec`.
+#[pyfunction]
+#[pyo3(signature = (path, device, speed, queue_depth, scheduler, max_merge_sectors, window, wrap, format, skip_bad))]
+#[allow(clippy::too_many_arguments)]
+fn simulate_json(
+    py: Python<'_>,
+    path: &str,
+    device: &str,
+    speed: Option<f64>,
+    queue_depth: Option<usize>,
+    scheduler: &str,
+    max_merge_sectors: u32,
+    window: Option<&str>,
+    wrap: bool,
+    format: &str,
+    skip_bad: usize,
+) -> PyResult<String> {
+    let pacing = match (queue_depth, speed) {
+        (Some(_), Some(_)) => return Err(bad_argument("give speed or queue_depth, not both")),
+        (Some(depth), None) => Pacing::Closed { depth },
+        (None, speed) => Pacing::Open {
+            speed: speed.unwrap_or(1.0),
+        },
+    };
+    let config = reblock_sim::Config {
+        pacing,
+        scheduler: scheduler.parse().map_err(bad_argument)?,
+        max_merge_sectors,
+        window: window.map(str::parse).transpose().map_err(bad_argument)?,
+        wrap,
+    };
+    let factory = reblock_sim::device_factory(device).map_err(bad_argument)?;
+    let replay = Replay::per_trace_device(factory, config.clone()).map_err(bad_argument)?;
+    let mut source = TraceSource::new(open(path, format, skip_bad)?);
+    let report = py
+        .allow_threads(|| replay.run(&mut source, &mut ()))
+        .map_err(|e| TraceError::new_err(format!("simulating {path}: {e}")))?;
+    if report.overall.requests == 0 {
+        return Err(TraceError::new_err(format!("{path}: the trace holds no requests")));
+    }
+    let out = SimulationOutput::new(path.to_string(), device, &config, &report);
+    serde_json::to_string(&out).map_err(bad_argument)
+}
+
 /// The reblock metadata of a Parquet trace: (device_sectors, source_format, schema_version).
 #[pyfunction]
 fn parquet_meta(path: &str) -> PyResult<(Option<u64>, Option<String>, Option<u32>)> {
@@ -167,6 +206,7 @@ fn _reblock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_stream, m)?)?;
     m.add_function(wrap_pyfunction!(analyze_json, m)?)?;
     m.add_function(wrap_pyfunction!(pairs_json, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate_json, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_meta, m)?)?;
     Ok(())
 }

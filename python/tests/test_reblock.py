@@ -45,6 +45,21 @@ def test_analyze_is_the_clis_json(kernel_parquet):
     assert got["device_bytes"] == 8 << 30
 
 
+def test_simulate_is_the_clis_json(kernel_parquet):
+    got = reblock.simulate(KERNEL, "hdd:barracuda", speed=168, wrap=True)
+    assert got == cli_json("simulate", str(KERNEL), "--device", "hdd:barracuda",
+                           "--speed", "168", "--wrap")
+    assert got["pacing"] == "open" and got["speed"] == 168
+    got = reblock.simulate(kernel_parquet, "ssd:k9", queue_depth=4, scheduler="sstf",
+                           window="10000", wrap=True)
+    assert got == cli_json("simulate", str(kernel_parquet), "--device", "ssd:k9",
+                           "--queue-depth", "4", "--scheduler", "sstf", "--window", "10000",
+                           "--wrap")
+    assert got["queue_depth"] == 4 and got["speed"] is None
+    with pytest.raises(ValueError, match="hdd:nosuch"):
+        reblock.simulate(KERNEL, "hdd:nosuch")
+
+
 def test_pairs_is_the_clis_json(kernel_parquet):
     got = reblock.pairs(kernel_parquet, support=3)
     assert got == cli_json("pairs", str(kernel_parquet), "--support", "3")

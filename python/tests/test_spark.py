@@ -1,12 +1,17 @@
 """The Spark job agrees pair for pair with `reblock pairs` (run locally)."""
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
-pytest.importorskip("pyspark", reason="pip install ./python[spark]")
+pytest.importorskip("pyspark", reason="pyspark is not installed: pip install ./python[spark]")
+if not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+    pytest.skip("Spark needs a Java runtime (17 or later) on PATH or in JAVA_HOME",
+                allow_module_level=True)
 
 import reblock  # noqa: E402
 from conftest import cli_json  # noqa: E402

@@ -135,6 +135,23 @@ pub struct Analysis {
     pub figures: figures::FigureData,
 }
 
+/// The traced device's size in bytes: `flag` (a `--device-size` given by the user), else
+/// the `device_sectors` of the trace's .meta.json, else the `reblock.device_sectors` of a
+/// Parquet trace's footer (docs/parquet.md), else unknown.
+pub fn device_bytes(
+    flag: Option<u64>,
+    meta: Option<&sidecar::Sidecar>,
+    reader: &reblock_trace::TraceReader,
+) -> Option<u64> {
+    let footer = || {
+        reader
+            .parquet_meta()
+            .and_then(|m| m.device_sectors)
+            .map(|s| s.saturating_mul(SECTOR_BYTES))
+    };
+    flag.or(meta.and_then(|m| m.device_bytes)).or_else(footer)
+}
+
 /// Streams every request of `reader` through a new analyzer: the one pass `reblock
 /// analyze` and the Python package make. `progress` hears the request count every 64 Ki
 /// requests (updating a bar costs more than analyzing a request).
@@ -151,6 +168,7 @@ pub fn analyze_trace(
         }
     }
     let mut analysis = analyzer.finish();
+    analysis.record_time_order(reader.time_order(), reader.order_stats());
     let commands = reader.commands();
     analysis.figures.name_commands(|id| {
         if (id as usize) < commands.len() {
@@ -317,8 +335,8 @@ impl Analyzer {
 }
 
 impl Analysis {
-    /// Notes how the trace reader restored time order (the CLI calls this once the trace
-    /// is read): the requests it moved count as out of order.
+    /// Notes how the trace reader restored time order ([`analyze_trace`] calls this once
+    /// the trace is read): the requests it moved count as out of order.
     pub fn record_time_order(&mut self, order: TimeOrder, stats: OrderStats) {
         let t = &mut self.timing;
         t.reordered = stats.moved;

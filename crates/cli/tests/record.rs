@@ -117,6 +117,22 @@ fn records_until_sigint_and_prints_a_json_summary() {
         "{text}"
     );
     assert_eq!(summary["requests"], text.lines().count());
+    // The device size (64 MiB in 512-byte sectors) goes beside the trace, and a converted
+    // capture carries it in its Parquet footer.
+    assert_eq!(summary["device_sectors"], 131072);
+    let meta = std::fs::read_to_string(dir.path().join("out.trace.meta.json")).unwrap();
+    let meta: serde_json::Value = serde_json::from_str(&meta).unwrap();
+    assert_eq!(meta["device_sectors"], 131072);
+    let parquet = dir.path().join("out.parquet");
+    let converted = Command::cargo_bin("reblock")
+        .unwrap()
+        .arg("convert")
+        .args([&trace, &parquet])
+        .output()
+        .unwrap();
+    assert!(converted.status.success(), "{converted:?}");
+    let footer = reblock_trace::parquet::read_meta(&parquet).unwrap();
+    assert_eq!(footer.device_sectors, Some(131072));
     assert!(!reblock_instances()
         .iter()
         .any(|n| n.starts_with(&format!("reblock-{pid}-"))));

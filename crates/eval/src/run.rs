@@ -60,7 +60,7 @@ const GUARD_TOLERANCE: f64 = 0.01;
 /// The state shared by every policy of one evaluation point.
 pub struct Runner<'a> {
     cfg: &'a EvalConfig,
-    w: &'a Workload,
+    w: &'a Workload<'a>,
     t0_ns: u64,
     span_ns: u64,
     /// Busy seconds of the plain layout per request range: the guard's shadow baseline
@@ -75,7 +75,7 @@ pub struct Runner<'a> {
 }
 
 impl<'a> Runner<'a> {
-    pub fn new(cfg: &'a EvalConfig, w: &'a Workload) -> Result<Runner<'a>, EvalError> {
+    pub fn new(cfg: &'a EvalConfig, w: &'a Workload<'a>) -> Result<Runner<'a>, EvalError> {
         let ts = w.requests.iter().map(|r| r.ts_ns);
         let t0_ns = ts.clone().min().unwrap_or(0);
         let t1_ns = ts.max().unwrap_or(0);

@@ -41,6 +41,22 @@ impl BlockDevice {
         })
     }
 
+    /// The device's size in 512-byte sectors, as sysfs gives it (`/sys/dev/block/M:m/size`
+    /// counts 512-byte units whatever the logical block size), for the trace's .meta.json.
+    pub fn sectors(&self) -> Result<u64, RecordError> {
+        let path = format!("/sys/dev/block/{}:{}/size", self.major, self.minor);
+        let text = std::fs::read_to_string(&path).map_err(|e| RecordError::io(&path, e))?;
+        text.trim().parse().map_err(|_| {
+            RecordError::io(
+                &path,
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("'{}' is not a sector count", text.trim()),
+                ),
+            )
+        })
+    }
+
     /// The number the kernel prints in block events and compares in event filters.
     pub fn trace_dev(&self) -> u32 {
         reblock_trace::format::tracefs::dev_t(self.major, self.minor)

@@ -72,6 +72,8 @@ impl Default for Options {
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
 pub struct Summary {
     pub device: String,
+    /// The device's size in 512-byte sectors (what the trace's .meta.json records).
+    pub device_sectors: u64,
     /// The backend that recorded (never `auto`).
     pub backend: Option<Backend>,
     pub requests: u64,
@@ -105,6 +107,7 @@ pub fn record_with(
     let dev = BlockDevice::resolve(device)?;
     let summary = Summary {
         device: dev.path.display().to_string(),
+        device_sectors: dev.sectors()?,
         ..Summary::default()
     };
     let sink = Sink::new(out, dev.trace_dev(), summary);

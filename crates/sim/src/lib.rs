@@ -7,6 +7,7 @@
 pub mod error;
 pub mod mapper;
 pub mod metrics;
+pub mod output;
 pub mod per_request;
 pub mod replay;
 pub mod scheduler;
@@ -18,6 +19,7 @@ pub use mapper::{Identity, Mapper};
 pub use metrics::{
     DeviceReport, Phase, PhaseReport, Report, Summary, TraceDeviceReport, Window, WindowReport,
 };
+pub use output::{device_factory, SimulationOutput};
 pub use per_request::PerRequestWriter;
 pub use replay::{Completion, Config, DeviceFactory, Observer, Pacing, Replay};
 pub use scheduler::SchedulerKind;

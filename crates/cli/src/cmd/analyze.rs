@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use reblock_analyze::units;
-use reblock_analyze::{analyze_trace, sidecar, Analysis, Config, Interval};
+use reblock_analyze::{analyze_trace, device_bytes, sidecar, Analysis, Config, Interval};
 use reblock_trace::TraceReader;
 
 use crate::input::{report_bad_lines, TraceInput};
@@ -50,23 +50,14 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     let (mut reader, mut progress) = args.input.open_with_progress("analyzing")?;
-    // A Parquet trace may carry the device size in its metadata (docs/parquet.md).
-    let footer_bytes = reader
-        .parquet_meta()
-        .and_then(|m| m.device_sectors)
-        .map(|s| s.saturating_mul(reblock_trace::SECTOR_BYTES));
     let config = Config {
         page_bytes: args.page_size,
         interval: interval(&args.interval, meta.as_ref())?,
-        device_bytes: args
-            .device_size
-            .or(meta.as_ref().and_then(|m| m.device_bytes))
-            .or(footer_bytes),
+        device_bytes: device_bytes(args.device_size, meta.as_ref(), &reader),
         idle_threshold_ns: args.idle_threshold,
         burst_window_ns: args.burst_window,
     };
-    let mut analysis = analyze(&mut reader, config, &mut progress)?;
-    analysis.record_time_order(reader.time_order(), reader.order_stats());
+    let analysis = analyze(&mut reader, config, &mut progress)?;
     progress.finish();
     report_bad_lines(&reader);
     if analysis.requests == 0 {

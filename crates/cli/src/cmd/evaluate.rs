@@ -223,8 +223,16 @@ pub fn run(args: Args) -> Result<()> {
 
 /// The trace's requests by the device they address, in device order.
 fn split_by_device(
-    requests: Vec<reblock_trace::Request>,
+    mut requests: Vec<reblock_trace::Request>,
 ) -> std::collections::BTreeMap<u32, Vec<reblock_trace::Request>> {
+    // The vector grew by doubling: give back the unused part (up to half of it).
+    requests.shrink_to_fit();
+    // One device (the usual trace): the requests move over as they are, without a copy.
+    if let Some(device) = requests.first().map(|r| r.device) {
+        if requests.iter().all(|r| r.device == device) {
+            return std::collections::BTreeMap::from([(device, requests)]);
+        }
+    }
     let mut by: std::collections::BTreeMap<u32, Vec<reblock_trace::Request>> = Default::default();
     for r in requests {
         by.entry(r.device).or_default().push(r);

@@ -30,7 +30,9 @@ pub struct Args {
     /// Block device to record, e.g. /dev/sda or /dev/loop0.
     #[arg(long, value_name = "DEV")]
     pub device: PathBuf,
-    /// Trace file to write (native text); '-' writes to standard output.
+    /// Trace file to write (native text); '-' writes to standard output. The device's
+    /// size goes into FILE.meta.json beside it (`device_sectors`), which `analyze` and
+    /// `convert` read.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
     /// Stop after this many seconds; without it, record until Ctrl-C (SIGINT) or SIGTERM.
@@ -78,6 +80,9 @@ pub fn run(args: Args) -> Result<()> {
     })
     .with_context(|| format!("recording {}", args.device.display()))?;
     spinner.finish();
+    if !to_stdout {
+        write_meta(&args.out, &summary)?;
+    }
     let text = if args.json {
         serde_json::to_string_pretty(&summary)? + "\n"
     } else {
@@ -90,6 +95,19 @@ pub fn run(args: Args) -> Result<()> {
         print!("{text}");
     }
     Ok(())
+}
+
+/// Writes `<trace>.meta.json` beside the trace: the device size `analyze` and `convert`
+/// read from it (`convert` carries it into a Parquet footer as `reblock.device_sectors`).
+fn write_meta(trace: &std::path::Path, summary: &Summary) -> Result<()> {
+    let path = PathBuf::from(format!("{}.meta.json", trace.display()));
+    let meta = serde_json::json!({
+        "device_sectors": summary.device_sectors,
+        "device": summary.device,
+        "recorded_by": "reblock record",
+    });
+    std::fs::write(&path, serde_json::to_string_pretty(&meta)? + "\n")
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// The live request count on a terminal; a single "recording" line otherwise, so that

@@ -5,10 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use reblock_sim::{
-    Completion, Config, DeviceFactory, Observer, Pacing, PerRequestWriter, Replay, Report,
-    SchedulerKind, SimError, Summary, TraceSource, Window,
+    Completion, Config, Observer, Pacing, PerRequestWriter, Replay, Report, SchedulerKind,
+    SimError, Summary, TraceSource, Window,
 };
-use serde::Serialize;
 
 use crate::input::{report_bad_lines, TraceInput};
 
@@ -56,28 +55,9 @@ pub struct Args {
     pub json: bool,
 }
 
-/// The JSON output: what was simulated, then the report.
-#[derive(Serialize)]
-struct Output<'a> {
-    trace: String,
-    device: &'a str,
-    scheduler: &'static str,
-    pacing: &'static str,
-    speed: Option<f64>,
-    queue_depth: Option<usize>,
-    max_merge_sectors: u32,
-    #[serde(flatten)]
-    report: &'a Report,
-}
-
 pub fn run(args: Args) -> Result<()> {
-    // Checked once here for a clear error; each device of the trace gets its own copy.
-    reblock_device::parse_spec(&args.device)?;
-    let spec = args.device.clone();
-    let factory: DeviceFactory = Box::new(move || {
-        let built = reblock_device::parse_spec(&spec).expect("the spec parsed once already");
-        (built.array, built.members)
-    });
+    // Each device of the trace gets its own copy.
+    let factory = reblock_sim::device_factory(&args.device)?;
     let config = Config {
         pacing: match args.queue_depth {
             Some(depth) => Pacing::Closed { depth },
@@ -90,7 +70,7 @@ pub fn run(args: Args) -> Result<()> {
         window: args.window,
         wrap: args.wrap,
     };
-    let replay = Replay::per_trace_device(factory, config)?;
+    let replay = Replay::per_trace_device(factory, config.clone())?;
     let (reader, bar) = args.input.open_with_progress("simulating")?;
     let mut source = TraceSource::new(reader);
     let per_request = match &args.per_request {
@@ -117,23 +97,8 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     if args.json {
-        let out = Output {
-            trace: args.input.trace.display().to_string(),
-            device: &args.device,
-            scheduler: args.scheduler.name(),
-            pacing: if args.queue_depth.is_some() {
-                "closed"
-            } else {
-                "open"
-            },
-            speed: args
-                .queue_depth
-                .is_none()
-                .then(|| args.speed.unwrap_or(1.0)),
-            queue_depth: args.queue_depth,
-            max_merge_sectors: args.max_merge_sectors,
-            report: &report,
-        };
+        let trace = args.input.trace.display().to_string();
+        let out = reblock_sim::SimulationOutput::new(trace, &args.device, &config, &report);
         println!("{}", serde_json::to_string(&out)?);
     } else {
         print_table(&args, &report);
