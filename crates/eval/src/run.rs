@@ -164,7 +164,12 @@ impl<'a> Runner<'a> {
             let horizon = self.phases_left(end);
             let (io, cost, admission, hurt) =
                 self.reconfigure(policy, &mut layout, train, tail, (end - start, horizon))?;
-            trial_hurt = hurt;
+            // Keeping a layout the guard served plain for the whole phase keeps it guarded:
+            // "keep" was predicted on a backtest the layout never served unguarded. (UMass
+            // Financial1's device 11: sent home three times, then kept on a 2-request
+            // backtest, and its last phase ran the write buffer at 1.86x plain busy time.)
+            let kept = admission.as_ref().is_some_and(|a| a.choice == Choice::Keep);
+            trial_hurt = hurt || (kept && guarded.iter().all(|&g| g));
             let s = replay::copies(&self.cfg.device, &io.requests)?;
             let mut phase = reconfig_phase(i, s, &io, cost);
             phase.admission = admission;
