@@ -740,8 +740,12 @@ impl Engine {
     /// Locks the stripes of the pages holding sectors `first..end`, in ascending stripe
     /// order (so two writers never wait on each other crosswise).
     fn lock_stripes(&self, first: u64, end: u64) -> Vec<StripeGuard<'_>> {
-        self.stripe_ids(first, end)
-            .into_iter()
+        self.lock_stripe_ids(self.stripe_ids(first, end))
+    }
+
+    /// Locks the stripes `ids` exclusively; `ids` ascending (the lock order).
+    fn lock_stripe_ids(&self, ids: Vec<usize>) -> Vec<StripeGuard<'_>> {
+        ids.into_iter()
             .map(|i| {
                 StripeGuard::Exclusive(self.stripes[i].write().unwrap_or_else(|e| e.into_inner()))
             })

@@ -247,11 +247,7 @@ impl Engine {
         let mut ids = vec![(a % n) as usize, (b % n) as usize];
         ids.sort_unstable();
         ids.dedup();
-        ids.into_iter()
-            .map(|i| {
-                StripeGuard::Exclusive(self.stripes[i].write().unwrap_or_else(|e| e.into_inner()))
-            })
-            .collect()
+        self.lock_stripe_ids(ids)
     }
 
     /// The hottest page without a replica lying outside the hot area, and the free page
