@@ -639,7 +639,6 @@ impl Engine {
         }
         let (buf, sector) = self.pad_free_edges(buf, sector);
         let buf = &buf[..];
-        self.release_replicas(sector, buf.len() as u64 / 512)?;
         let _g = self.gate.read().unwrap_or_else(|e| e.into_inner());
         let mut ios = Vec::new();
         let req = IoRequest {
@@ -672,7 +671,7 @@ impl Engine {
     /// Writes whole sectors (see [`Engine::write_bytes`]).
     pub fn write_sectors(&self, buf: &[u8], sector: u64) -> io::Result<()> {
         let end = sector + buf.len() as u64 / 512;
-        let _stripes = self.lock_stripes(sector, end);
+        let _stripes = self.lock_stripes_for_write(sector, end)?;
         self.write_sectors_locked(buf, sector)
     }
 
@@ -726,7 +725,7 @@ impl Engine {
         let aligned = offset.is_multiple_of(512) && buf.len().is_multiple_of(512);
         let start = offset / 512 * 512;
         let end = (offset + buf.len() as u64).div_ceil(512) * 512;
-        let _stripes = self.lock_stripes(start / 512, end / 512);
+        let _stripes = self.lock_stripes_for_write(start / 512, end / 512)?;
         if aligned {
             return self.write_sectors_locked(buf, offset / 512);
         }
@@ -735,6 +734,25 @@ impl Engine {
         let at = (offset - start) as usize;
         tmp[at..at + buf.len()].copy_from_slice(buf);
         self.write_sectors_locked(&tmp, start / 512)
+    }
+
+    /// The stripes of sectors `first..end` for a client write, with the replicas the
+    /// write makes stale already dropped and committed. The engine's lock order is
+    /// `commit`, then stripes, then the gate: a destage or a TRIM holds `commit` while it
+    /// waits for stripes, so a writer holding stripes must never wait for `commit` (that
+    /// deadlocked a served export). Replicas are rare, so the common write takes its
+    /// stripes only; one that meets a replica starts again, `commit` first. No replica
+    /// of these pages can appear meanwhile: making one needs their stripes.
+    fn lock_stripes_for_write(&self, first: u64, end: u64) -> io::Result<Vec<StripeGuard<'_>>> {
+        let stripes = self.lock_stripes(first, end);
+        if !self.write_meets_replicas(first, end - first) {
+            return Ok(stripes);
+        }
+        drop(stripes);
+        let mut c = lock(&self.commit);
+        let stripes = self.lock_stripes(first, end);
+        self.release_replicas(&mut c, first, end - first)?;
+        Ok(stripes)
     }
 
     /// Locks the stripes of the pages holding sectors `first..end`, in ascending stripe

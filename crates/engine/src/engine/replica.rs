@@ -129,19 +129,32 @@ impl Engine {
             .store((io.device_sector + io.sectors) / ps, Relaxed);
     }
 
-    /// Before a client write of sectors `sector..+sectors` touches the disk: replicas of
-    /// its pages, and replicas stored in its pages (free space it claims), are dropped
-    /// and the drop committed. The caller holds the pages' stripes.
-    pub(super) fn release_replicas(&self, sector: u64, sectors: u64) -> io::Result<()> {
+    /// Whether a client write of sectors `sector..+sectors` makes a replica stale: a
+    /// replica of its pages, or a replica stored in its pages (free space it claims),
+    /// in memory or still named by the durable table.
+    pub(super) fn write_meets_replicas(&self, sector: u64, sectors: u64) -> bool {
         let ps = self.geo.page.sectors();
         let (first, end) = (sector / ps, (sector + sectors).div_ceil(ps));
-        let named = |t: &crate::replicas::ReplicaTable| {
-            t.of_original_in(first, end) || t.named_durably(first, end)
-        };
-        if !named(&lock(&self.replicas)) {
+        let t = lock(&self.replicas);
+        t.of_original_in(first, end) || t.named_durably(first, end)
+    }
+
+    /// Before a client write of sectors `sector..+sectors` touches the disk: replicas of
+    /// its pages, and replicas stored in its pages (free space it claims), are dropped
+    /// and the drop committed. The caller holds `commit` (taken before the pages'
+    /// stripes: the engine's lock order, see [`Engine::lock_stripes_for_write`]) and the
+    /// pages' stripes.
+    pub(super) fn release_replicas(
+        &self,
+        c: &mut std::sync::MutexGuard<'_, super::CommitState>,
+        sector: u64,
+        sectors: u64,
+    ) -> io::Result<()> {
+        if !self.write_meets_replicas(sector, sectors) {
             return Ok(());
         }
-        let mut c = lock(&self.commit);
+        let ps = self.geo.page.sectors();
+        let (first, end) = (sector / ps, (sector + sectors).div_ceil(ps));
         let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
         {
             let mut t = lock(&self.replicas);
@@ -150,8 +163,8 @@ impl Engine {
                 return Ok(());
             }
         }
-        let snap = self.snapshot(&c);
-        self.persist(&mut c, snap)
+        let snap = self.snapshot(c);
+        self.persist(c, snap)
     }
 
     /// Detach: every replica is dropped (committed first), then every page that held one

@@ -100,8 +100,9 @@ impl Engine {
             return Ok(());
         }
         let ps = self.geo.page.sectors();
-        let _stripes = self.lock_stripes(first * ps, end * ps);
+        // `commit` before the stripes: the engine's lock order (see lock_stripes_for_write).
         let mut c = lock(&self.commit);
+        let _stripes = self.lock_stripes(first * ps, end * ps);
         let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
         let dropped = {
             let mut st = lock(&self.state);
