@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use reblock_analyze::figures::LogHistogram;
 use reblock_device::{DevRequest, Device, Drain, Service};
+use reblock_layout::{CopyRequest, Positioning};
 use reblock_sim::{
     Completion, Config, IterSource, Observer, Pacing, Phase, Replay, SimError, Source, Submission,
     Summary,
@@ -14,7 +15,7 @@ use reblock_sim::{
 use reblock_trace::Request;
 use serde::{Deserialize, Serialize};
 
-use crate::layout::{share, Layout, Shared, SharedMapper};
+use crate::layout::{dev_request, share, Layout, Shared, SharedMapper};
 use crate::EvalError;
 
 /// What one replay measured, plus the layout's hit counts.
@@ -246,6 +247,38 @@ pub fn copies(device: &str, requests: &[DevRequest]) -> Result<Replayed, EvalErr
         physical: true,
     });
     Ok(run(device, 1.0, &mut IterSource(subs), None)?.0)
+}
+
+/// The copy scheduler's view of a fresh single-disk device of a spec: each request's
+/// positioning time from where the requests issued so far, back to back, left the head
+/// (reconfiguration copies run at speed 1 with the queue full).
+pub struct DevicePositioning {
+    device: Box<dyn Device>,
+    now_ns: u64,
+}
+
+impl DevicePositioning {
+    /// The model of `device`; none for an array of several members (a request's member
+    /// is the array's business, not one head's).
+    pub fn new(device: &str) -> Result<Option<DevicePositioning>, EvalError> {
+        let mut built = reblock_device::parse_spec(device).map_err(EvalError::Device)?;
+        if built.members.len() != 1 {
+            return Ok(None);
+        }
+        Ok(Some(DevicePositioning {
+            device: built.members.remove(0),
+            now_ns: 0,
+        }))
+    }
+}
+
+impl Positioning for DevicePositioning {
+    fn positioning_ns(&self, req: &CopyRequest) -> u64 {
+        self.device.positioning_ns(self.now_ns, &dev_request(req))
+    }
+    fn issue(&mut self, req: &CopyRequest) {
+        self.now_ns += self.device.service(self.now_ns, &dev_request(req)).total_ns;
+    }
 }
 
 /// The longest gap, in sectors, that a copy's reads should read through rather than
