@@ -156,7 +156,8 @@ fn from_plan_files(entry: &str) -> Workload {
     }
 }
 
-/// Busy seconds of `requests` issued at once on a fresh drive, and their split.
+/// Busy seconds of `requests` issued at once, in their order, on a fresh drive, and
+/// their split.
 fn busy(requests: &[CopyRequest]) -> (f64, AccessTime) {
     let reqs: Vec<DevRequest> = requests
         .iter()
@@ -166,7 +167,7 @@ fn busy(requests: &[CopyRequest]) -> (f64, AccessTime) {
             write: r.write,
         })
         .collect();
-    let r = replay::copies(DEVICE, &reqs).unwrap();
+    let r = replay::copies_in_order(DEVICE, &reqs).unwrap();
     (r.summary.busy_time_s, r.access)
 }
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use reblock_analyze::figures::LogHistogram;
 use reblock_device::{DevRequest, Device, Drain, Service};
-use reblock_layout::{CopyRequest, Positioning};
+use reblock_layout::{position_reads, CopyRequest, Extent, Positioning, POSITIONED_WINDOW};
 use reblock_sim::{
     Completion, Config, IterSource, Observer, Pacing, Phase, Replay, SimError, Source, Submission,
     Summary,
@@ -228,8 +228,27 @@ pub fn shadow(
     Ok(m.summary.busy_time_s)
 }
 
-/// The copy I/O of a reconfiguration, all issued at once at speed 1, in order.
+/// The copy I/O of a reconfiguration, all issued at once at speed 1: each run of reads
+/// between two writes in the order the drive serves fastest (the copy scheduler's
+/// positioned sweep, see `reblock_layout::position_reads`), the writes where they are.
 pub fn copies(device: &str, requests: &[DevRequest]) -> Result<Replayed, EvalError> {
+    let Some(mut model) = DevicePositioning::new(device)? else {
+        return copies_in_order(device, requests);
+    };
+    let reqs: Vec<CopyRequest> = requests
+        .iter()
+        .map(|r| CopyRequest {
+            extent: Extent::new(r.sector, u64::from(r.sectors)),
+            write: r.write,
+        })
+        .collect();
+    let positioned = position_reads(&reqs, &mut model, POSITIONED_WINDOW);
+    let positioned: Vec<DevRequest> = positioned.iter().map(dev_request).collect();
+    copies_in_order(device, &positioned)
+}
+
+/// [`copies`] with every request issued in the order given.
+pub fn copies_in_order(device: &str, requests: &[DevRequest]) -> Result<Replayed, EvalError> {
     if requests.is_empty() {
         // No copy takes no time and so spends no energy.
         return Ok(Replayed {
@@ -302,10 +321,12 @@ pub fn read_through_gap_sectors(device: &str) -> Result<u64, EvalError> {
         if at + 16 + gap > capacity {
             break;
         }
-        let two = copies(device, &[read(at, 8), read(at + 8 + gap, 8)])?
+        let two = copies_in_order(device, &[read(at, 8), read(at + 8 + gap, 8)])?
             .summary
             .busy_time_s;
-        let one = copies(device, &[read(at, 16 + gap)])?.summary.busy_time_s;
+        let one = copies_in_order(device, &[read(at, 16 + gap)])?
+            .summary
+            .busy_time_s;
         if one <= two {
             best = gap;
         }

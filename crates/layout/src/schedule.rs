@@ -116,32 +116,57 @@ impl CopyBatch {
         out
     }
 
-    /// [`CopyBatch::requests`] with the reads in the order `model` serves fastest: one
-    /// ascending sweep in which each next read is, of the `window` next in address
-    /// order, the one the head reaches first. Then the writes, in address order.
+    /// [`CopyBatch::requests`] with the reads in the order `model` serves fastest (see
+    /// [`position_reads`]), then the writes in address order.
     pub fn requests_positioned(
         &self,
         max_io_sectors: u64,
         model: &mut dyn Positioning,
         window: usize,
     ) -> Vec<CopyRequest> {
-        let all = self.requests(max_io_sectors);
-        let writes_from = all.iter().position(|r| r.write).unwrap_or(all.len());
-        let mut left: VecDeque<CopyRequest> = all[..writes_from].iter().copied().collect();
-        let mut out = Vec::with_capacity(all.len());
-        while !left.is_empty() {
-            let next = (0..window.clamp(1, left.len()))
-                .min_by_key(|&i| model.positioning_ns(&left[i]))
-                .and_then(|i| left.remove(i))
-                .expect("a read is left");
-            model.issue(&next);
-            out.push(next);
+        position_reads(&self.requests(max_io_sectors), model, window)
+    }
+}
+
+/// `requests` with each run of consecutive reads issued in the order `model` serves
+/// fastest: one sweep in which each next read is, of the `window` next in the run's own
+/// order, the one the head reaches first. Reads with no write between them never depend
+/// on each other, so any request list (a schedule's, plan order's) leaves the same bytes;
+/// every request, writes included, is issued to `model` in the returned order.
+pub fn position_reads(
+    requests: &[CopyRequest],
+    model: &mut dyn Positioning,
+    window: usize,
+) -> Vec<CopyRequest> {
+    let mut out = Vec::with_capacity(requests.len());
+    let mut reads = VecDeque::new();
+    for r in requests {
+        if r.write {
+            sweep(&mut reads, model, window, &mut out);
+            model.issue(r);
+            out.push(*r);
+        } else {
+            reads.push_back(*r);
         }
-        for w in &all[writes_from..] {
-            model.issue(w);
-            out.push(*w);
-        }
-        out
+    }
+    sweep(&mut reads, model, window, &mut out);
+    out
+}
+
+/// Issues every read of `reads` (in their order, picked within `window`) to `out`.
+fn sweep(
+    reads: &mut VecDeque<CopyRequest>,
+    model: &mut dyn Positioning,
+    window: usize,
+    out: &mut Vec<CopyRequest>,
+) {
+    while !reads.is_empty() {
+        let next = (0..window.clamp(1, reads.len()))
+            .min_by_key(|&i| model.positioning_ns(&reads[i]))
+            .and_then(|i| reads.remove(i))
+            .expect("a read is left");
+        model.issue(&next);
+        out.push(next);
     }
 }
 
@@ -194,17 +219,13 @@ impl CopySchedule {
     }
 
     /// Every device request, in issue order, each batch's reads ordered by `model` (see
-    /// [`CopyBatch::requests_positioned`]).
+    /// [`position_reads`]).
     pub fn requests_positioned(
         &self,
         model: &mut dyn Positioning,
         window: usize,
     ) -> Vec<CopyRequest> {
-        let max = self.opts.max_io_sectors;
-        self.batches
-            .iter()
-            .flat_map(|b| b.requests_positioned(max, model, window))
-            .collect()
+        position_reads(&self.requests(), model, window)
     }
 
     /// Pages copied (each read once and written once).
@@ -551,6 +572,33 @@ mod tests {
         let got = b.requests_positioned(2048, &mut back, 2);
         let starts: Vec<u64> = got.iter().map(|r| r.extent.start_sector).collect();
         assert_eq!(starts, vec![40, 0, 80, 120, 100]);
+    }
+
+    #[test]
+    fn reads_are_reordered_only_between_writes() {
+        let req = |at: u64, write: bool| CopyRequest {
+            extent: Extent::new(at, 8),
+            write,
+        };
+        let given = [
+            req(40, false),
+            req(0, false),
+            req(100, true),
+            req(80, false),
+            req(60, false),
+            req(20, true),
+            req(10, false),
+        ];
+        let mut fwd = Line {
+            head: 0,
+            backward: false,
+            issued: Vec::new(),
+        };
+        let got = position_reads(&given, &mut fwd, 16);
+        let starts: Vec<u64> = got.iter().map(|r| r.extent.start_sector).collect();
+        // After the write the head is past both: the nearer one behind it goes first.
+        assert_eq!(starts, vec![0, 40, 100, 80, 60, 20, 10]);
+        assert_eq!(fwd.issued, got);
     }
 
     #[test]
