@@ -16,7 +16,8 @@
 //! 64 MiB BOPT in the middle of a WD2500AAKS, the pages drawn from 64 hot clusters of
 //! the first 40 GB (as a file system's hot blocks are), placed in a fixed order that is
 //! not address order. Plans made from real traces (`reblock plan TRACE --out plan.json`)
-//! are added with `REBLOCK_COPY_PLANS=a.json,b.json+c.json`: `a.json` is copied into an
+//! are added with `REBLOCK_COPY_PLANS=a.json,b.json+c.json` (absolute paths: cargo runs
+//! benches in the crate's directory): `a.json` is copied into an
 //! empty BOPT; `b.json+c.json` places `b.json`, then measures the move to `c.json`
 //! re-planned stably against it (pages in place keep their slots, as `evaluate` does).
 
