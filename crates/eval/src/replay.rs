@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use reblock_analyze::figures::LogHistogram;
 use reblock_device::{DevRequest, Device, Drain, Service};
+use reblock_layout::{position_reads, CopyRequest, Extent, Positioning, POSITIONED_WINDOW};
 use reblock_sim::{
     Completion, Config, IterSource, Observer, Pacing, Phase, Replay, SimError, Source, Submission,
     Summary,
@@ -14,7 +15,7 @@ use reblock_sim::{
 use reblock_trace::Request;
 use serde::{Deserialize, Serialize};
 
-use crate::layout::{share, Layout, Shared, SharedMapper};
+use crate::layout::{dev_request, share, Layout, Shared, SharedMapper};
 use crate::EvalError;
 
 /// What one replay measured, plus the layout's hit counts.
@@ -227,8 +228,27 @@ pub fn shadow(
     Ok(m.summary.busy_time_s)
 }
 
-/// The copy I/O of a reconfiguration, all issued at once at speed 1, in order.
+/// The copy I/O of a reconfiguration, all issued at once at speed 1: each run of reads
+/// between two writes in the order the drive serves fastest (the copy scheduler's
+/// positioned sweep, see `reblock_layout::position_reads`), the writes where they are.
 pub fn copies(device: &str, requests: &[DevRequest]) -> Result<Replayed, EvalError> {
+    let Some(mut model) = DevicePositioning::new(device)? else {
+        return copies_in_order(device, requests);
+    };
+    let reqs: Vec<CopyRequest> = requests
+        .iter()
+        .map(|r| CopyRequest {
+            extent: Extent::new(r.sector, u64::from(r.sectors)),
+            write: r.write,
+        })
+        .collect();
+    let positioned = position_reads(&reqs, &mut model, POSITIONED_WINDOW);
+    let positioned: Vec<DevRequest> = positioned.iter().map(dev_request).collect();
+    copies_in_order(device, &positioned)
+}
+
+/// [`copies`] with every request issued in the order given.
+pub fn copies_in_order(device: &str, requests: &[DevRequest]) -> Result<Replayed, EvalError> {
     if requests.is_empty() {
         // No copy takes no time and so spends no energy.
         return Ok(Replayed {
@@ -246,6 +266,38 @@ pub fn copies(device: &str, requests: &[DevRequest]) -> Result<Replayed, EvalErr
         physical: true,
     });
     Ok(run(device, 1.0, &mut IterSource(subs), None)?.0)
+}
+
+/// The copy scheduler's view of a fresh single-disk device of a spec: each request's
+/// positioning time from where the requests issued so far, back to back, left the head
+/// (reconfiguration copies run at speed 1 with the queue full).
+pub struct DevicePositioning {
+    device: Box<dyn Device>,
+    now_ns: u64,
+}
+
+impl DevicePositioning {
+    /// The model of `device`; none for an array of several members (a request's member
+    /// is the array's business, not one head's).
+    pub fn new(device: &str) -> Result<Option<DevicePositioning>, EvalError> {
+        let mut built = reblock_device::parse_spec(device).map_err(EvalError::Device)?;
+        if built.members.len() != 1 {
+            return Ok(None);
+        }
+        Ok(Some(DevicePositioning {
+            device: built.members.remove(0),
+            now_ns: 0,
+        }))
+    }
+}
+
+impl Positioning for DevicePositioning {
+    fn positioning_ns(&self, req: &CopyRequest) -> u64 {
+        self.device.positioning_ns(self.now_ns, &dev_request(req))
+    }
+    fn issue(&mut self, req: &CopyRequest) {
+        self.now_ns += self.device.service(self.now_ns, &dev_request(req)).total_ns;
+    }
 }
 
 /// The longest gap, in sectors, that a copy's reads should read through rather than
@@ -269,10 +321,12 @@ pub fn read_through_gap_sectors(device: &str) -> Result<u64, EvalError> {
         if at + 16 + gap > capacity {
             break;
         }
-        let two = copies(device, &[read(at, 8), read(at + 8 + gap, 8)])?
+        let two = copies_in_order(device, &[read(at, 8), read(at + 8 + gap, 8)])?
             .summary
             .busy_time_s;
-        let one = copies(device, &[read(at, 16 + gap)])?.summary.busy_time_s;
+        let one = copies_in_order(device, &[read(at, 16 + gap)])?
+            .summary
+            .busy_time_s;
         if one <= two {
             best = gap;
         }

@@ -46,6 +46,7 @@ pub use map::{Map, MapError, SegmentEntry};
 pub use piggyback::PendingIncoming;
 pub use plan::{Plan, PlanError, PlanRange, PLAN_VERSION};
 pub use schedule::{
-    plan_order_requests, CopyBatch, CopyRequest, CopySchedule, ExtentMove, ScheduleOptions,
+    plan_order_requests, position_reads, CopyBatch, CopyRequest, CopySchedule, ExtentMove,
+    Positioning, ScheduleOptions, POSITIONED_WINDOW,
 };
 pub use units::{Extent, PagePiece, PageSize, UnitError, DEFAULT_PAGE_SECTORS, SECTOR_BYTES};

@@ -19,8 +19,15 @@
 //! batches however many chains there are. Within a batch no write lands on a location the
 //! map still needs, so a crash mid-batch loses nothing: the persisted map still points to
 //! every page's old copy, and the diff recomputed after restart resumes the work.
+//!
+//! Reads may go out in address order ([`CopySchedule::requests`]) or, given a device
+//! model ([`Positioning`]), in the order the model serves fastest
+//! ([`CopySchedule::requests_positioned`]): still one ascending sweep, but the next read
+//! is whichever of the next few the head reaches first, so a read just behind the
+//! rotation does not cost a whole turn. Which reads a batch makes, and when its writes
+//! go out, is the same either way.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use crate::bopt::{Geometry, Region};
 use crate::copy::{CopyKind, PageRun, Step};
@@ -63,6 +70,21 @@ pub struct CopyRequest {
     pub write: bool,
 }
 
+/// What a device model says about the requests a schedule issues: how long each would
+/// wait from now before its data moves, and what issuing one does to the head and the
+/// clock (the simulator's drive model implements it; see `reblock_eval::replay`).
+pub trait Positioning {
+    /// Nanoseconds from now until `req`'s transfer could start (seek plus rotational
+    /// wait on a disk).
+    fn positioning_ns(&self, req: &CopyRequest) -> u64;
+    /// Serves `req`: the model's head and clock move past it.
+    fn issue(&mut self, req: &CopyRequest);
+}
+
+/// Reads considered at each pick of a positioned sweep: enough to catch the next read
+/// coming under the head on nearby tracks, few enough that the sweep stays one pass.
+pub const POSITIONED_WINDOW: usize = 16;
+
 /// Steps that run as one sweep through one staging buffer.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CopyBatch {
@@ -92,6 +114,59 @@ impl CopyBatch {
             }
         }
         out
+    }
+
+    /// [`CopyBatch::requests`] with the reads in the order `model` serves fastest (see
+    /// [`position_reads`]), then the writes in address order.
+    pub fn requests_positioned(
+        &self,
+        max_io_sectors: u64,
+        model: &mut dyn Positioning,
+        window: usize,
+    ) -> Vec<CopyRequest> {
+        position_reads(&self.requests(max_io_sectors), model, window)
+    }
+}
+
+/// `requests` with each run of consecutive reads issued in the order `model` serves
+/// fastest: one sweep in which each next read is, of the `window` next in the run's own
+/// order, the one the head reaches first. Reads with no write between them never depend
+/// on each other, so any request list (a schedule's, plan order's) leaves the same bytes;
+/// every request, writes included, is issued to `model` in the returned order.
+pub fn position_reads(
+    requests: &[CopyRequest],
+    model: &mut dyn Positioning,
+    window: usize,
+) -> Vec<CopyRequest> {
+    let mut out = Vec::with_capacity(requests.len());
+    let mut reads = VecDeque::new();
+    for r in requests {
+        if r.write {
+            sweep(&mut reads, model, window, &mut out);
+            model.issue(r);
+            out.push(*r);
+        } else {
+            reads.push_back(*r);
+        }
+    }
+    sweep(&mut reads, model, window, &mut out);
+    out
+}
+
+/// Issues every read of `reads` (in their order, picked within `window`) to `out`.
+fn sweep(
+    reads: &mut VecDeque<CopyRequest>,
+    model: &mut dyn Positioning,
+    window: usize,
+    out: &mut Vec<CopyRequest>,
+) {
+    while !reads.is_empty() {
+        let next = (0..window.clamp(1, reads.len()))
+            .min_by_key(|&i| model.positioning_ns(&reads[i]))
+            .and_then(|i| reads.remove(i))
+            .expect("a read is left");
+        model.issue(&next);
+        out.push(next);
     }
 }
 
@@ -141,6 +216,16 @@ impl CopySchedule {
             .iter()
             .flat_map(|b| b.requests(self.opts.max_io_sectors))
             .collect()
+    }
+
+    /// Every device request, in issue order, each batch's reads ordered by `model` (see
+    /// [`position_reads`]).
+    pub fn requests_positioned(
+        &self,
+        model: &mut dyn Positioning,
+        window: usize,
+    ) -> Vec<CopyRequest> {
+        position_reads(&self.requests(), model, window)
     }
 
     /// Pages copied (each read once and written once).
@@ -413,6 +498,107 @@ mod tests {
             merge_extents(&mut e, 24),
             vec![Extent::new(0, 48), Extent::new(100, 8)]
         );
+    }
+
+    /// A head on a line of sectors that serves a request in `gap` sectors of travel and
+    /// then sits at its end; `backward` makes going back cheaper than going forward.
+    struct Line {
+        head: u64,
+        backward: bool,
+        issued: Vec<CopyRequest>,
+    }
+
+    impl Positioning for Line {
+        fn positioning_ns(&self, req: &CopyRequest) -> u64 {
+            let at = req.extent.start_sector;
+            match (at >= self.head, self.backward) {
+                (true, false) | (false, true) => at.abs_diff(self.head),
+                _ => 10 * at.abs_diff(self.head),
+            }
+        }
+        fn issue(&mut self, req: &CopyRequest) {
+            self.head = req.extent.end_sector();
+            self.issued.push(*req);
+        }
+    }
+
+    fn batch() -> CopyBatch {
+        let moves = [(0, 100), (40, 108), (80, 116), (120, 124)]
+            .map(|(src, dst)| ExtentMove {
+                src: Extent::new(src, 8),
+                dst_sector: dst,
+            })
+            .to_vec();
+        CopyBatch::of_moves(moves, &ScheduleOptions::default())
+    }
+
+    #[test]
+    fn positioned_reads_take_the_nearest_of_the_window_and_writes_stay_last() {
+        let b = batch();
+        let plain = b.requests(2048);
+        let mut fwd = Line {
+            head: 0,
+            backward: false,
+            issued: Vec::new(),
+        };
+        assert_eq!(b.requests_positioned(2048, &mut fwd, 16), plain);
+        assert_eq!(fwd.issued, plain, "every request reaches the model");
+        let mut back = Line {
+            head: 200,
+            backward: true,
+            issued: Vec::new(),
+        };
+        let got = b.requests_positioned(2048, &mut back, 16);
+        let starts: Vec<(u64, bool)> = got
+            .iter()
+            .map(|r| (r.extent.start_sector, r.write))
+            .collect();
+        assert_eq!(
+            starts,
+            vec![
+                (120, false),
+                (80, false),
+                (40, false),
+                (0, false),
+                (100, true)
+            ]
+        );
+        // A window of two only ever looks at the next two reads in address order.
+        let mut back = Line {
+            head: 200,
+            backward: true,
+            issued: Vec::new(),
+        };
+        let got = b.requests_positioned(2048, &mut back, 2);
+        let starts: Vec<u64> = got.iter().map(|r| r.extent.start_sector).collect();
+        assert_eq!(starts, vec![40, 0, 80, 120, 100]);
+    }
+
+    #[test]
+    fn reads_are_reordered_only_between_writes() {
+        let req = |at: u64, write: bool| CopyRequest {
+            extent: Extent::new(at, 8),
+            write,
+        };
+        let given = [
+            req(40, false),
+            req(0, false),
+            req(100, true),
+            req(80, false),
+            req(60, false),
+            req(20, true),
+            req(10, false),
+        ];
+        let mut fwd = Line {
+            head: 0,
+            backward: false,
+            issued: Vec::new(),
+        };
+        let got = position_reads(&given, &mut fwd, 16);
+        let starts: Vec<u64> = got.iter().map(|r| r.extent.start_sector).collect();
+        // After the write the head is past both: the nearer one behind it goes first.
+        assert_eq!(starts, vec![0, 40, 100, 80, 60, 20, 10]);
+        assert_eq!(fwd.issued, got);
     }
 
     #[test]

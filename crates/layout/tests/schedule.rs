@@ -2,7 +2,9 @@
 //! pages, dirty pages, write-buffer pages) and any new plan, executing the diff and a full
 //! destage through the scheduler's batches leaves exactly the map and the bytes that
 //! executing the steps one by one in plan order does; and so does a crash in the middle
-//! of a batch's writes followed by a fresh diff against what was applied (resume).
+//! of a batch's writes followed by a fresh diff against what was applied (resume). Reads
+//! ordered by any device model are the same reads, all before the batch's writes, so
+//! they leave the same bytes too.
 
 use proptest::prelude::*;
 use reblock_layout::*;
@@ -113,6 +115,32 @@ fn image(ind: &Indirector, disk: &Disk) -> Vec<u64> {
     v
 }
 
+/// A device model whose positioning times are arbitrary (a hash of the request and of
+/// how many went before), to order reads any way at all.
+struct Scrambled {
+    seed: u64,
+    issued: u64,
+}
+
+impl Positioning for Scrambled {
+    fn positioning_ns(&self, req: &CopyRequest) -> u64 {
+        let x = req.extent.start_sector ^ self.seed.rotate_left(17) ^ (self.issued << 32);
+        x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20
+    }
+    fn issue(&mut self, _req: &CopyRequest) {
+        self.issued += 1;
+    }
+}
+
+/// `positioned` is `plain` with its reads, which come first, in another order.
+fn same_requests_reads_first(mut positioned: Vec<CopyRequest>, plain: &[CopyRequest]) -> bool {
+    let reads = plain.iter().filter(|r| !r.write).count();
+    let reads_first = positioned[..reads].iter().all(|r| !r.write);
+    let writes_same = positioned[reads..] == plain[reads..];
+    positioned[..reads].sort_unstable_by_key(|r| r.extent.start_sector);
+    reads_first && writes_same && positioned[..reads] == plain[..reads]
+}
+
 fn entries(ind: &Indirector) -> Vec<(u64, u32, bool)> {
     ind.map().iter().collect()
 }
@@ -209,6 +237,8 @@ proptest! {
         gap in 0..40u64,
         crash_at in 0..64usize,
         crash_writes in 0..4usize,
+        model_seed in any::<u64>(),
+        window in 1..20usize,
     ) {
         let (ind0, disk0) = world(position, &first, &writes);
         let g = *ind0.geometry();
@@ -226,6 +256,11 @@ proptest! {
         let opts = ScheduleOptions { staging_pages: staging, read_gap_sectors: gap, max_io_sectors: 16 };
         let sched = CopySchedule::new(&steps, &ind0, opts);
         prop_assert_eq!(sched.steps().count(), steps.len());
+        let mut model = Scrambled { seed: model_seed, issued: 0 };
+        for b in &sched.batches {
+            let positioned = b.requests_positioned(opts.max_io_sectors, &mut model, window);
+            prop_assert!(same_requests_reads_first(positioned, &b.requests(opts.max_io_sectors)));
+        }
         let (mut ind, mut disk) = (ind0.clone(), disk0.clone());
         for b in &sched.batches {
             run_batch(&mut ind, &mut disk, b, None);
