@@ -6,7 +6,9 @@ child name most items have; and the items' first child when different) and a who
 scan (`//*`). Prints one table row per document and query (markdown), or JSON.
 
 Usage: scripts/tree_real_docs.py [--bin target/release/reblock] [--block-size 512]
-                                  [--json] DOC.xml ...
+                                  [--json | --per-document] DOC.xml ...
+The documents measured in docs/tree.md: every *.xml, *.svg, *.ui, *.xsl and *.policy
+over 40 KB on the machine (find / -xdev -size +40k ...).
 """
 import argparse
 import collections
@@ -86,6 +88,7 @@ def main():
     ap.add_argument("--bin", default="target/release/reblock")
     ap.add_argument("--block-size", default=512, type=int)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--per-document", action="store_true", help="one row per document")
     ap.add_argument("docs", nargs="+")
     a = ap.parse_args()
     rows = []
@@ -111,7 +114,9 @@ def main():
             print(f"skip {doc}: {e}", file=sys.stderr)
             continue
         g = res["groupings"]
-        sn = "/".join(str(g[k]["supernodes"]) for k in ("sequential", "tree-preserving", "ekm"))
+        sn = "/".join(
+            str(g[k]["supernodes"]) for k in ("sequential", "tree-preserving", "ekm", "breadth-first")
+        )
         for i, (kind, q) in enumerate(queries):
             times = {
                 k: v["queries"][i]["io_time_ms"]
@@ -124,17 +129,38 @@ def main():
                 "document": doc, "items": counts[i], "kind": kind, "query": q,
                 "default_ms": default, "best": best, "best_ms": times[best],
                 "speedup": default / times[best] if times[best] else float("inf"),
-                "supernodes_seq_tp_ekm": sn, "times": times,
+                "supernodes_seq_tp_ekm_bf": sn, "times": times,
             })
     if a.json:
         json.dump(rows, sys.stdout, indent=1)
-        return
-    print("| document | items | query | default ms | best tree ms | default/best | Seq/TP/EKM supernodes |")
-    print("|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['document'].split('/')[-1]} | {r['items']} | {r['kind']}: `{r['query']}` | "
-              f"{r['default_ms']:.1f} | {r['best_ms']:.1f} ({r['best']}) | {r['speedup']:.2f} | "
-              f"{r['supernodes_seq_tp_ekm']} |")
+    elif a.per_document:
+        print_per_document(rows)
+    else:
+        print("| document | items | query | default ms | best tree ms | default/best | Seq/TP/EKM/BF supernodes |")
+        print("|---|---|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['document'].split('/')[-1]} | {r['items']} | {r['kind']}: `{r['query']}` | "
+                  f"{r['default_ms']:.1f} | {r['best_ms']:.1f} ({r['best']}) | {r['speedup']:.2f} | "
+                  f"{r['supernodes_seq_tp_ekm_bf']} |")
+
+
+def print_per_document(rows):
+    """One row per document: its first sibling walk and item's child, and the scan."""
+    def cell(r):
+        if r is None:
+            return "-"
+        return f"{r['default_ms']:.1f} -> {r['best_ms']:.1f} ({r['speedup']:.1f}x)"
+    print("| document | items | sibling walk | every item's child | scan: default vs best tree | Seq/TP/EKM/BF supernodes |")
+    print("|---|---|---|---|---|---|")
+    docs = list(dict.fromkeys(r["document"] for r in rows))
+    for d in docs:
+        mine = [r for r in rows if r["document"] == d]
+        walk = next((r for r in mine if r["kind"] == "sibling walk"), None)
+        child = next((r for r in mine if "child" in r["kind"]), None)
+        scan = next(r for r in mine if r["kind"] == "scan")
+        query = f"`{child['query']}`" if child else f"`{walk['query']}`"
+        print(f"| {d.split('/')[-1]} | {walk['items']} {query} | {cell(walk)} | {cell(child)} | "
+              f"{scan['default_ms']:.1f} vs {scan['best_ms']:.1f} | {scan['supernodes_seq_tp_ekm_bf']} |")
 
 
 if __name__ == "__main__":
