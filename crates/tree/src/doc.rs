@@ -12,6 +12,7 @@ use std::collections::HashMap;
 
 use encoding_rs::{Encoding, UTF_8};
 
+use quick_xml::escape::EscapeError;
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;
 
@@ -247,9 +248,12 @@ fn attributes(e: &BytesStart<'_>) -> Result<Vec<(String, String, usize)>, String
         let a = a.map_err(|err| err.to_string())?;
         let name = a.key.as_ref().to_string();
         let raw = a.value.to_string();
-        let value = quick_xml::escape::unescape(&raw)
-            .map_err(|err| format!("attribute `{name}`: {err}"))?
-            .into_owned();
+        let value = match quick_xml::escape::unescape(&raw) {
+            Ok(v) => v.into_owned(),
+            // An entity the document's DTD declares (DTDs are not read): kept as written.
+            Err(EscapeError::UnrecognizedEntity(..)) => raw.clone(),
+            Err(err) => return Err(format!("attribute `{name}`: {err}")),
+        };
         out.push((name, value, raw.len()));
     }
     Ok(out)
@@ -434,5 +438,12 @@ mod tests {
         );
         let e = parse(b"<a/><b/>", "d").unwrap_err().to_string();
         assert!(e.contains("second root"), "{e}");
+        // A bare `&` is malformed; an entity the DTD would declare is kept as written.
+        let e = parse(b"<a>\n<b n='A & B'/></a>", "d")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("d:2:"), "{e}");
+        let d = parse(b"<a d='&doc.date;'/>", "d").unwrap();
+        assert_eq!(d.attr(0, d.name_id("d").unwrap()), Some("&doc.date;"));
     }
 }

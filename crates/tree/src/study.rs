@@ -93,7 +93,8 @@ pub struct QueryResult {
     pub seek_ms: f64,
     pub rotate_ms: f64,
     pub transfer_ms: f64,
-    /// The analytic model's prediction from the access counts (eq. 2.9 / 2.10).
+    /// The analytic model's prediction from the access counts (eq. 2.9 / 2.10; for
+    /// `bf-level`, which the chapter does not model, the tree-structured access times).
     pub model_ms: f64,
 }
 
