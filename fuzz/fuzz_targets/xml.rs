@@ -26,6 +26,10 @@ fuzz_target!(|data: &[u8]| {
         let nodes: u64 = sn.list.iter().map(|s| s.nodes as u64).sum();
         assert_eq!(nodes, doc.len() as u64, "{g:?}");
         assert!(sn.of_node.iter().all(|&s| (s as usize) < sn.len()), "{g:?}");
+        // The supernode tree lists parents before children (placement relies on it).
+        for (s, node) in sn.list.iter().enumerate() {
+            assert!(node.parent == NONE || (node.parent as usize) < s, "{g:?}");
+        }
     }
     for q in ["//*", "/*/*", "/*/*[@id]/*"] {
         let (touched, result) = Query::parse(q).unwrap().run(&doc);

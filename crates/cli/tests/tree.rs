@@ -7,8 +7,10 @@ use std::path::Path;
 use assert_cmd::Command;
 use serde_json::Value;
 
-const LAYOUTS: [&str; 5] = ["default", "seq-ts", "tp-ts", "ekm-ts", "ekm-ots"];
-const TREE_LAYOUTS: [&str; 4] = ["seq-ts", "tp-ts", "ekm-ts", "ekm-ots"];
+const LAYOUTS: [&str; 6] = [
+    "default", "seq-ts", "tp-ts", "ekm-ts", "ekm-ots", "bf-level",
+];
+const TREE_LAYOUTS: [&str; 5] = ["seq-ts", "tp-ts", "ekm-ts", "ekm-ots", "bf-level"];
 
 /// A catalog: `items` items under one root, each with a name and a price (its first
 /// children) and a description and reviews that make its subtree several blocks long.
@@ -80,7 +82,7 @@ fn json_names_every_grouping_layout_query_and_the_model() {
     let dir = tempfile::tempdir().unwrap();
     let doc = write_catalog(dir.path());
     let v = json(&[&doc, "--query", "/catalog/item", "--query", "//*", "--json"]);
-    for g in ["sequential", "tree-preserving", "ekm"] {
+    for g in ["sequential", "tree-preserving", "ekm", "breadth-first"] {
         let s = &v["groupings"][g];
         assert!(s["supernodes"].as_u64().unwrap() > 0, "{g}: {s}");
         assert!(s["nodes_per_supernode"].as_f64().unwrap() > 1.0, "{g}: {s}");
@@ -139,6 +141,18 @@ fn sibling_walks_win_on_tree_layouts_and_whole_scans_do_not() {
             default >= 2.0 * best,
             "query {i}: {default} ms default vs {best} ms"
         );
+    }
+    // The summary names the fastest tree layout of each query.
+    for i in [0, 1, 2] {
+        let b = &v["best_tree_layouts"][i];
+        let layout = b["layout"].as_str().unwrap();
+        assert!(TREE_LAYOUTS.contains(&layout), "{b}");
+        assert_eq!(
+            b["io_time_ms"].as_f64().unwrap(),
+            best_tree_ms(&v, i),
+            "{b}"
+        );
+        assert_eq!(b["default_ms"].as_f64().unwrap(), io_ms(&v, "default", i));
     }
     // Reading everything is what the default (document order) layout is made for.
     let scan = io_ms(&v, "default", 2);

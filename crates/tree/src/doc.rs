@@ -7,8 +7,12 @@
 //! subtree in between (the default layout gets the same pointers, for a fair
 //! comparison). Node ids are document (depth-first) order.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
+use encoding_rs::{Encoding, UTF_8};
+
+use quick_xml::escape::EscapeError;
 use quick_xml::events::{BytesStart, Event};
 use quick_xml::Reader;
 
@@ -244,16 +248,71 @@ fn attributes(e: &BytesStart<'_>) -> Result<Vec<(String, String, usize)>, String
         let a = a.map_err(|err| err.to_string())?;
         let name = a.key.as_ref().to_string();
         let raw = a.value.to_string();
-        let value = quick_xml::escape::unescape(&raw)
-            .map_err(|err| format!("attribute `{name}`: {err}"))?
-            .into_owned();
+        let value = match quick_xml::escape::unescape(&raw) {
+            Ok(v) => v.into_owned(),
+            // An entity the document's DTD declares (DTDs are not read): kept as written.
+            Err(EscapeError::UnrecognizedEntity(..)) => raw.clone(),
+            Err(err) => return Err(format!("attribute `{name}`: {err}")),
+        };
         out.push((name, value, raw.len()));
     }
     Ok(out)
 }
 
+/// The label of `encoding="..."` in the XML declaration at the start of `bytes`.
+fn declared_label(bytes: &[u8]) -> Option<&[u8]> {
+    let head = &bytes[..bytes.len().min(512)];
+    let decl = &head[..head.windows(2).position(|w| w == b"?>")?];
+    if !decl.starts_with(b"<?xml") {
+        return None;
+    }
+    let at = decl.windows(8).position(|w| w == b"encoding")? + 8;
+    let rest = decl[at..]
+        .trim_ascii_start()
+        .strip_prefix(b"=")?
+        .trim_ascii_start();
+    let quote = *rest.first().filter(|q| **q == b'"' || **q == b'\'')?;
+    let label = &rest[1..];
+    Some(&label[..label.iter().position(|&b| b == quote)?])
+}
+
+/// `bytes` as UTF-8: documents in another encoding (a byte order mark, or the
+/// declaration's `encoding`, such as windows-1250 or Shift_JIS) are decoded first, so
+/// that on-disk sizes count UTF-8 bytes whatever the file's encoding.
+fn to_utf8<'a>(bytes: &'a [u8], path: &str) -> Result<Cow<'a, [u8]>, TreeError> {
+    let (encoding, body) = match Encoding::for_bom(bytes) {
+        Some((e, bom)) => (e, &bytes[bom..]),
+        None => match declared_label(bytes) {
+            None => (UTF_8, bytes),
+            Some(label) => match Encoding::for_label(label) {
+                Some(e) => (e, bytes),
+                None => {
+                    let label = String::from_utf8_lossy(label);
+                    let message = format!("the declared encoding `{label}` is not one we know");
+                    return Err(xml_error(bytes, path, 0, message));
+                }
+            },
+        },
+    };
+    if encoding == UTF_8 {
+        return Ok(Cow::Borrowed(body));
+    }
+    match encoding.decode_without_bom_handling_and_without_replacement(body) {
+        Some(text) => Ok(Cow::Owned(text.into_owned().into_bytes())),
+        None => {
+            let message = format!("not valid {} text, as its encoding says", encoding.name());
+            Err(xml_error(bytes, path, 0, message))
+        }
+    }
+}
+
 /// Parses an XML document held in memory; `path` names it in errors.
 pub fn parse(bytes: &[u8], path: &str) -> Result<Document, TreeError> {
+    let utf8 = to_utf8(bytes, path)?;
+    parse_utf8(&utf8, path)
+}
+
+fn parse_utf8(bytes: &[u8], path: &str) -> Result<Document, TreeError> {
     let mut reader = Reader::from_reader(bytes);
     let mut buf = Vec::new();
     let mut b = Builder::default();
@@ -347,6 +406,27 @@ mod tests {
     }
 
     #[test]
+    fn declared_encodings_are_decoded_to_utf8() {
+        // "Tűz" in windows-1250 (ű is 0xFB), in an attribute and in text.
+        let mut xml = b"<?xml version='1.0' encoding=\"windows-1250\"?>\n<a t='T".to_vec();
+        xml.extend_from_slice(b"\xFBz'>T\xFBz</a>");
+        let d = parse(&xml, "t").unwrap();
+        assert_eq!(d.attr(0, d.name_id("t").unwrap()), Some("T\u{171}z"));
+        // pointers 8 + the UTF-8 text's 4 bytes
+        assert_eq!(d.node(1).size_bytes, 12);
+        let e = parse(b"<?xml version='1.0' encoding='klingon'?><a/>", "k.xml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("k.xml:1:1") && e.contains("klingon"), "{e}");
+        // UTF-16 with its byte order mark.
+        let utf16: Vec<u8> = "\u{feff}<?xml version=\"1.0\" encoding=\"UTF-16\"?><a>x</a>"
+            .encode_utf16()
+            .flat_map(|u| u.to_le_bytes())
+            .collect();
+        assert_eq!(parse(&utf16, "u").unwrap().len(), 2);
+    }
+
+    #[test]
     fn malformed_xml_names_line_and_column() {
         let e = parse(b"<a>\n  <b></c>\n</a>", "doc.xml").unwrap_err();
         let msg = e.to_string();
@@ -358,5 +438,12 @@ mod tests {
         );
         let e = parse(b"<a/><b/>", "d").unwrap_err().to_string();
         assert!(e.contains("second root"), "{e}");
+        // A bare `&` is malformed; an entity the DTD would declare is kept as written.
+        let e = parse(b"<a>\n<b n='A & B'/></a>", "d")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("d:2:"), "{e}");
+        let d = parse(b"<a d='&doc.date;'/>", "d").unwrap();
+        assert_eq!(d.attr(0, d.name_id("d").unwrap()), Some("&doc.date;"));
     }
 }

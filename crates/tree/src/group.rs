@@ -7,7 +7,13 @@
 //!   cycles;
 //! - EKM (Enhanced Kundu-Misra, Kanne and Moerkotte): Kundu and Misra's bottom-up
 //!   partitioning applied to the first-child / next-sibling binary representation of the
-//!   tree, so that a supernode may hold a run of siblings with parts of their subtrees.
+//!   tree, so that a supernode may hold a run of siblings with parts of their subtrees;
+//! - breadth-first: the tree-preserving rule applied in breadth-first (level) order
+//!   instead of document order, so that a supernode holds siblings, and the children of
+//!   consecutive siblings (cousins), without their subtrees. Every other grouping keeps a
+//!   node with its own small subtree (an element with its text), so "every item's
+//!   children" reads the items' whole subtrees; this one keeps each level of the items
+//!   apart from the levels below it.
 //!
 //! A node larger than a block is a supernode of its own over consecutive blocks. The
 //! supernode tree links each supernode to the supernode of the parent of its first node
@@ -26,26 +32,30 @@ pub enum Grouping {
     TreePreserving,
     #[serde(rename = "ekm")]
     Ekm,
+    #[serde(rename = "breadth-first")]
+    BreadthFirst,
 }
 
 impl Grouping {
-    pub const ALL: [Grouping; 3] = [
+    pub const ALL: [Grouping; 4] = [
         Grouping::Sequential,
         Grouping::TreePreserving,
         Grouping::Ekm,
+        Grouping::BreadthFirst,
     ];
     pub fn name(self) -> &'static str {
         match self {
             Grouping::Sequential => "sequential",
             Grouping::TreePreserving => "tree-preserving",
             Grouping::Ekm => "ekm",
+            Grouping::BreadthFirst => "breadth-first",
         }
     }
 }
 
 #[derive(Clone, Debug)]
 pub struct Supernode {
-    /// Its first node in document order.
+    /// Its first node in the grouping's order (document order, or breadth-first).
     pub first_node: u32,
     pub nodes: u32,
     pub bytes: u64,
@@ -123,8 +133,30 @@ impl Filler<'_> {
     }
 }
 
-/// Sequential (`tree_preserving` false) or tree-preserving grouping.
-fn fill(doc: &Document, block_bytes: u64, tree_preserving: bool) -> (Vec<u32>, Vec<Supernode>) {
+/// The nodes in breadth-first order: level by level, each level in document order.
+fn breadth_first_order(doc: &Document) -> Vec<u32> {
+    let mut order = Vec::with_capacity(doc.len());
+    if doc.is_empty() {
+        return order;
+    }
+    order.push(doc.root());
+    let mut at = 0;
+    while at < order.len() {
+        let v = order[at];
+        order.extend(doc.children(v));
+        at += 1;
+    }
+    order
+}
+
+/// Sequential (`tree_preserving` false) or tree-preserving grouping of the nodes in
+/// `order` (parents before children).
+fn fill(
+    doc: &Document,
+    block_bytes: u64,
+    tree_preserving: bool,
+    order: impl Iterator<Item = u32>,
+) -> (Vec<u32>, Vec<Supernode>) {
     let mut f = Filler {
         doc,
         block_bytes,
@@ -133,7 +165,7 @@ fn fill(doc: &Document, block_bytes: u64, tree_preserving: bool) -> (Vec<u32>, V
         open: None,
         open_parent: NONE,
     };
-    for v in 0..doc.len() as u32 {
+    for v in order {
         let bytes = doc.node(v).size_bytes as u64;
         if bytes > block_bytes {
             let s = f.start(v, bytes);
@@ -232,9 +264,12 @@ impl Supernodes {
     /// Groups `doc` into supernodes of `block_bytes`.
     pub fn build(doc: &Document, grouping: Grouping, block_bytes: u64) -> Supernodes {
         let (of_node, mut list) = match grouping {
-            Grouping::Sequential => fill(doc, block_bytes, false),
-            Grouping::TreePreserving => fill(doc, block_bytes, true),
+            Grouping::Sequential => fill(doc, block_bytes, false, 0..doc.len() as u32),
+            Grouping::TreePreserving => fill(doc, block_bytes, true, 0..doc.len() as u32),
             Grouping::Ekm => ekm(doc, block_bytes),
+            Grouping::BreadthFirst => {
+                fill(doc, block_bytes, true, breadth_first_order(doc).into_iter())
+            }
         };
         for s in 0..list.len() {
             let p = list[s].parent;
@@ -369,6 +404,23 @@ pub(crate) mod tests {
         assert_eq!(letters(&d, &s), ["ABC", "DEFGH", "INOP", "JKLM", "QRSTU"]);
         let parents: Vec<u32> = s.list.iter().map(|x| x.parent).collect();
         assert_eq!(parents, [NONE, 0, 0, 2, 2]);
+    }
+
+    #[test]
+    fn breadth_first_grouping_of_figure_2_3() {
+        let d = figure_2_3();
+        let s = Supernodes::build(&d, Grouping::BreadthFirst, FIVE);
+        // Level order A B I N | C D H J K L M O P Q R S | E F G T U, with the
+        // tree-preserving rule: S cannot take E (its parent D is in DHJKL, neither S
+        // nor S's parent), EFG cannot take T.
+        assert_eq!(
+            letters(&d, &s),
+            ["ABCIN", "DHJKL", "MOPQR", "S", "EFG", "TU"]
+        );
+        let parents: Vec<u32> = s.list.iter().map(|x| x.parent).collect();
+        assert_eq!(parents, [NONE, 0, 0, 0, 1, 3]);
+        // Cousins share a supernode: the children of B (D, H) and of I (J, K, L).
+        assert_eq!(s.of_node[3], s.of_node[9]);
     }
 
     #[test]

@@ -9,7 +9,12 @@
 //! - optimized (Algorithm 3): the children run may share a track: the nearest track on
 //!   either side of the parent's, one track further each time, whose rotationally-optimal
 //!   track region (the first 1/k of a track from where the head lands) has a free run
-//!   long enough for all the children.
+//!   long enough for all the children;
+//! - level order: the supernodes one after the other in the order the breadth-first
+//!   grouping made them, so that siblings are sequential as in the tree placements and
+//!   so are the children runs of consecutive siblings: a level of the tree is one
+//!   sequential run (Algorithm 3's node ordering, getNextNode, taken breadth-first, with
+//!   each children run right after the previous one instead of near its parent).
 //!
 //! Positions come from the drive model itself: its zones, sectors per track, track and
 //! cylinder skew, seek curve and command overhead, through `Hdd::find_semi_sequential`.
@@ -30,6 +35,8 @@ pub enum Placement {
     Tree,
     #[serde(rename = "optimized")]
     Optimized,
+    #[serde(rename = "level-order")]
+    LevelOrder,
 }
 
 impl Placement {
@@ -38,6 +45,7 @@ impl Placement {
             Placement::Default => "default",
             Placement::Tree => "tree-structured",
             Placement::Optimized => "optimized",
+            Placement::LevelOrder => "level-order",
         }
     }
 }
@@ -182,7 +190,8 @@ pub fn place(
     }
     let mut sector_of = vec![0u64; sn.len()];
     match placement {
-        Placement::Default => {
+        // Both lay the supernodes out in the order their grouping made them.
+        Placement::Default | Placement::LevelOrder => {
             let mut at = 0;
             for (s, node) in sn.list.iter().enumerate() {
                 sector_of[s] = at;

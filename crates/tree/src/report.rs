@@ -10,17 +10,18 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::error::TreeError;
-use crate::study::Study;
+use crate::study::{Study, LAYOUTS};
 
 pub const IO_TIME_SVG: &str = "io_time.svg";
 pub const ACCESS_MIX_SVG: &str = "access_mix.svg";
 const FONT: &str = "sans-serif";
-const LAYOUT_COLOURS: [RGBColor; 5] = [
+const LAYOUT_COLOURS: [RGBColor; LAYOUTS.len()] = [
     RGBColor(90, 90, 90),
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
     RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
 ];
 const TYPE_COLOURS: [RGBColor; 5] = [
     RGBColor(27, 158, 119),
@@ -127,8 +128,8 @@ where
     root.present().map_err(|e| err(e.to_string()))
 }
 
-/// Width of one layout's bar in a query's group of five.
-const BAR: f64 = 0.8 / 5.0;
+/// Width of one layout's bar in a query's group of bars.
+const BAR: f64 = 0.8 / LAYOUTS.len() as f64;
 
 fn bar_x(query: usize, layout: usize) -> f64 {
     query as f64 + 0.1 + layout as f64 * BAR
@@ -186,10 +187,11 @@ fn access_mix(path: &Path, study: &Study) -> Result<(), TreeError> {
             }
         }
     }
-    let caption = "Access types per query (bars: default, seq-ts, tp-ts, ekm-ts, ekm-ots)";
+    let keys: Vec<&str> = LAYOUTS.iter().map(|(key, _, _)| *key).collect();
+    let caption = format!("Access types per query (bars: {})", keys.join(", "));
     bar_chart(
         path,
-        caption,
+        &caption,
         &labels(study),
         0f64..1f64,
         "share of reads",
@@ -218,11 +220,7 @@ fn html(study: &Study) -> String {
         study.model.t_default, study.model.t_tree
     );
     s.push_str("<h2>Groupings</h2><table border=1><tr><th>grouping<th>supernodes<th>nodes per supernode<th>internal fragmentation");
-    for (name, g) in [
-        ("sequential", &study.groupings.sequential),
-        ("tree-preserving", &study.groupings.tree_preserving),
-        ("ekm", &study.groupings.ekm),
-    ] {
+    for (name, g) in study.groupings.iter() {
         let _ = write!(
             s,
             "<tr><td>{name}<td>{}<td>{:.2}<td>{:.1}%",

@@ -12,13 +12,14 @@ use reblock_tree::study::{self, NamedQuery, Study, StudyConfig};
 use reblock_tree::xmark;
 use reblock_tree::xpath::Query;
 
-/// Lay out an XML document on a disk model: the sequential, tree-preserving and EKM
-/// groupings of nodes into one-block supernodes, the default (document order),
-/// tree-structured and optimized placements, and each query's I/O time and access types
-/// on every layout (default, seq-ts, tp-ts, ekm-ts, ekm-ots), next to the analytic
-/// model. Tree layouts win for queries that walk siblings and lose for queries that read
-/// whole subtrees (or every child of every item, where those children are most of the
-/// document); this measures by how much on your documents.
+/// Lay out an XML document on a disk model: the sequential, tree-preserving, EKM and
+/// breadth-first groupings of nodes into one-block supernodes, the default (document
+/// order), tree-structured, optimized and level-order placements, and each query's I/O
+/// time and access types on every layout (default, seq-ts, tp-ts, ekm-ts, ekm-ots,
+/// bf-level), next to the analytic model. Tree layouts win for queries that walk
+/// siblings (ekm-ts, ekm-ots) or go on from every sibling to its children, such as
+/// every item's name (bf-level), and lose for queries that read whole subtrees; this
+/// measures by how much on your documents, and names the best tree layout per query.
 ///
 /// Example: reblock tree catalog.xml --device hdd:barracuda --query '/catalog/item/name'
 /// --query '//*'
@@ -245,11 +246,7 @@ fn print_text(s: &Study) {
         "\n{:<16} {:>10} {:>10} {:>10}",
         "grouping", "supernodes", "nodes/sn", "int.frag"
     );
-    for (n, g) in [
-        ("sequential", &s.groupings.sequential),
-        ("tree-preserving", &s.groupings.tree_preserving),
-        ("ekm", &s.groupings.ekm),
-    ] {
+    for (n, g) in s.groupings.iter() {
         println!(
             "{n:<16} {:>10} {:>10.2} {:>9.1}%",
             g.supernodes,
@@ -270,7 +267,13 @@ fn print_text(s: &Study) {
                 None => print!(" {:>10}", "-"),
             }
         }
-        println!("  {}", q.query);
+        match s.best_tree_layouts.get(i) {
+            Some(b) => println!(
+                "  {} (best tree layout {}: {:.2}x the default)",
+                q.query, b.layout, b.speedup
+            ),
+            None => println!("  {}", q.query),
+        }
     }
     print!("{:<10}", "ext.frag");
     for (_, l) in s.layouts.iter() {
