@@ -17,7 +17,7 @@ use std::sync::Arc;
 use reblock_device::seek::SeekModel;
 use reblock_device::DevRequest;
 use reblock_freespace::{FreeExtents, Positioner, ReplicaSet, Watermarks};
-use reblock_layout::{CopyBatch, ExtentMove, Geometry, PageRun, PhysIo, Region, ScheduleOptions};
+use reblock_layout::{Geometry, PhysIo, Region, ScheduleOptions};
 use reblock_plan::Placement;
 use rustc_hash::FxHashSet;
 
@@ -102,12 +102,30 @@ impl Positioner for DiskHead {
     }
 }
 
+/// Replica pages whose data, read by the application, waits in memory until this many
+/// are written together (4 MiB of 4 KiB pages): one write of consecutive replicas per
+/// batch, instead of a seek to the hot area after every read that makes one.
+const WRITE_BATCH_PAGES: usize = 1024;
+
+/// Requests after which buffered replicas are written even when the batch is not full
+/// (a write-behind timer, counted in requests: a small hot set would otherwise wait
+/// in memory for ever).
+const WRITE_BEHIND_REQUESTS: u64 = 64;
+
 /// A layout with FS2 replicas over a base layout (plain or BOPT).
 #[derive(Clone, Debug)]
 pub struct Replicated {
     pub base: Layout,
     pub set: ReplicaSet,
     head: DiskHead,
+    /// Replica pages whose original the application has read, their data held in memory
+    /// until the batch is written.
+    buffered: Vec<u64>,
+    /// Requests mapped, and the request that buffered the oldest page in `buffered`.
+    requests: u64,
+    buffered_at: u64,
+    /// Replica pages written so far (each from the read of its original).
+    pub written_pages: u64,
 }
 
 impl Replicated {
@@ -118,6 +136,10 @@ impl Replicated {
             set: ReplicaSet::new(geo.fs_pages, free, Watermarks::default()),
             head: DiskHead::new(geo, model),
             base,
+            buffered: Vec::new(),
+            requests: 0,
+            buffered_at: 0,
+            written_pages: 0,
         }
     }
 
@@ -133,9 +155,10 @@ impl Replicated {
     ) -> bool {
         let geo = *self.base.geometry();
         let start = out.len();
+        let (first, end) = page_span(&geo, req);
         if req.write {
-            let (first, end) = page_span(&geo, req);
-            self.set.note_write(first, end);
+            let freed = self.set.note_write(first, end);
+            self.forget_buffered(&freed);
         }
         let bopt = matches!(self.base, Layout::Bopt(_));
         phys.clear();
@@ -163,10 +186,56 @@ impl Replicated {
             }
             hit |= all_replicas;
         }
+        if !req.write && self.set.has_pending() {
+            // FS2's piggyback: the pages just read are in memory, so their reserved
+            // replicas are written from there, never read a second time. Under the guard
+            // too: the guard decides where reads go, not what the plan makes.
+            let taken = self.set.take_pending(first, end);
+            if self.buffered.is_empty() {
+                self.buffered_at = self.requests;
+            }
+            self.buffered.extend(taken);
+        }
+        self.requests += 1;
+        let due = self.requests - self.buffered_at >= WRITE_BEHIND_REQUESTS;
+        if self.buffered.len() >= WRITE_BATCH_PAGES || (due && !self.buffered.is_empty()) {
+            self.write_buffered(out);
+        }
         if let Some(last) = out[start..].last() {
             self.head.sector = last.sector + u64::from(last.sectors);
         }
         hit
+    }
+
+    /// Writes the buffered replicas, consecutive pages as one request, in address order.
+    fn write_buffered(&mut self, out: &mut Vec<DevRequest>) {
+        let geo = *self.base.geometry();
+        let ps = geo.page.sectors();
+        self.buffered.sort_unstable();
+        let floor = out.len();
+        for &page in &self.buffered {
+            let at = geo.data_sector(page * ps);
+            match out[floor..].last_mut() {
+                Some(last) if last.sector + u64::from(last.sectors) == at => {
+                    last.sectors += ps as u32;
+                }
+                _ => out.push(DevRequest {
+                    sector: at,
+                    sectors: ps as u32,
+                    write: true,
+                }),
+            }
+        }
+        self.set.mark_written(&self.buffered);
+        self.written_pages += self.buffered.len() as u64;
+        self.buffered.clear();
+    }
+
+    /// Forgets buffered data of replicas that were dropped (`freed` pages).
+    fn forget_buffered(&mut self, freed: &[u64]) {
+        if !freed.is_empty() && !self.buffered.is_empty() {
+            self.buffered.retain(|p| !freed.contains(p));
+        }
     }
 
     /// Issues a read of FS sectors `[sector, sector + sectors)` of the data area, page
@@ -208,22 +277,22 @@ impl Replicated {
 
     /// Reconfigures the base layout to `placement`, then keeps exactly the replicas it
     /// names: those of pages it no longer names are dropped (their space is free again,
-    /// at no I/O), new ones are placed near their target and copied there by the copy
-    /// scheduler after the base's copies.
+    /// at no I/O), new ones are reserved near their target, to be written from the next
+    /// read of their originals (no copy I/O here: FS2 never reads a block to replicate it).
     pub fn reconfigure(
         &mut self,
         placement: &Placement,
         opts: &ScheduleOptions,
     ) -> Result<CopyIo, EvalError> {
-        let mut io = self.base.reconfigure(placement, opts)?;
+        let io = self.base.reconfigure(placement, opts)?;
         let geo = *self.base.geometry();
         let wanted: FxHashSet<u64> = placement
             .replicas
             .iter()
             .flat_map(|r| r.fs_page..r.fs_page + r.pages)
             .collect();
-        self.set.retain_originals(|p| wanted.contains(&p));
-        let mut moves = Vec::new();
+        let freed = self.set.retain_originals(|p| wanted.contains(&p));
+        self.forget_buffered(&freed);
         let mut by_target: Vec<(u64, Vec<u64>)> = Vec::new();
         for r in &placement.replicas {
             let pages = (r.fs_page..r.fs_page + r.pages).filter(|&p| p < geo.fs_pages);
@@ -233,25 +302,8 @@ impl Replicated {
             }
         }
         for (target, candidates) in by_target {
-            for (orig, slot) in self.set.place(&candidates, target, near_pages(&geo)) {
-                let src = PageRun::new(Region::Data, orig, 1).device_extents(&geo);
-                let dst = PageRun::new(Region::Data, slot, 1).device_extents(&geo);
-                moves.extend(src.into_iter().zip(dst).map(|(s, d)| ExtentMove {
-                    src: s,
-                    dst_sector: d.start_sector,
-                }));
-            }
+            self.set.reserve(&candidates, target, near_pages(&geo));
         }
-        let placed = moves.len() as u64;
-        let batch = CopyBatch::of_moves(moves, opts);
-        io.requests.extend(
-            batch
-                .requests(opts.max_io_sectors)
-                .iter()
-                .map(crate::layout::dev_request),
-        );
-        io.diff_pages += placed;
-        io.bytes_moved += placed * geo.page.bytes();
         Ok(io)
     }
 }
@@ -414,29 +466,58 @@ mod tests {
     }
 
     #[test]
-    fn reconfiguration_copies_new_replicas_and_drops_unwanted_ones_for_free() {
+    fn replicas_are_written_from_the_applications_reads_never_read_twice() {
         let mut r = layout();
         let mut placement = Placement::empty("fs2", &Default::default());
         placement.space = TargetSpace::ReadCache;
+        let n = WRITE_BATCH_PAGES as u64;
         placement.replicas = vec![PlacedRange {
             fs_page: 900_000,
-            pages: 4,
-            target: 100_050,
+            pages: n,
+            target: 250_000,
         }];
         let opts = ScheduleOptions::default();
+        // Reconfiguring only reserves: no copy I/O.
         let io = r.reconfigure(&placement, &opts).unwrap();
-        assert_eq!(io.diff_pages, 4);
-        assert_eq!(io.bytes_moved, 4 * 4096);
-        // One merged read of the originals, one write of the consecutive replicas.
-        assert_eq!(io.requests.len(), 2);
-        assert_eq!(io.requests[0], read(900_000).with_sectors(32));
-        assert!(io.requests[1].write && io.requests[1].sectors == 32);
-        // The same plan again copies nothing; an empty one drops all at no I/O.
+        assert!(io.requests.is_empty() && io.bytes_moved == 0);
+        assert_eq!(r.set.replicas(), n);
+        // The application reads the originals: one read, then the whole batch of
+        // replicas written from it as one request, nothing read a second time.
+        let whole = DevRequest {
+            sector: 900_000 * 8,
+            sectors: (n * 8) as u32,
+            write: false,
+        };
+        let out = serve(&mut r, &whole);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!(out[0], whole);
+        let first = r.set.replicas_of(900_000)[0].page;
+        assert_eq!(
+            out[1],
+            DevRequest {
+                sector: first * 8,
+                sectors: (n * 8) as u32,
+                write: true
+            }
+        );
+        assert_eq!(r.written_pages, n);
+        // The next read with the head by the hot area comes from the replicas.
+        r.head.sector = 250_000 * 8;
+        let out = serve(&mut r, &whole);
+        assert_eq!(
+            out,
+            vec![DevRequest {
+                sector: first * 8,
+                ..whole
+            }]
+        );
+        // The same plan again reserves nothing; an empty one drops all at no I/O.
         assert!(r
             .reconfigure(&placement, &opts)
             .unwrap()
             .requests
             .is_empty());
+        assert_eq!(r.set.replicas(), n);
         placement.replicas.clear();
         assert!(r
             .reconfigure(&placement, &opts)
@@ -445,6 +526,39 @@ mod tests {
             .is_empty());
         assert_eq!(r.set.replicas(), 0);
         assert_eq!(r.set.free_pages(), 120_200);
+    }
+
+    #[test]
+    fn a_write_before_the_batch_is_written_drops_its_buffered_replica() {
+        let mut r = layout();
+        let mut placement = Placement::empty("fs2", &Default::default());
+        placement.replicas = vec![PlacedRange {
+            fs_page: 900_000,
+            pages: 2,
+            target: 100_050,
+        }];
+        r.reconfigure(&placement, &ScheduleOptions::default())
+            .unwrap();
+        // Read: both replicas wait in memory (the batch is not full).
+        assert_eq!(serve(&mut r, &read(900_000).with_sectors(16)).len(), 1);
+        assert_eq!(r.buffered.len(), 2);
+        // The application overwrites page 900_000: its replica and buffered data go.
+        let write = DevRequest {
+            write: true,
+            ..read(900_000)
+        };
+        serve(&mut r, &write);
+        assert_eq!(r.buffered.len(), 1);
+        assert!(r.set.replicas_of(900_000).is_empty());
+        // The buffered replica is not read before it is written.
+        r.head.sector = 100_000 * 8;
+        assert_eq!(serve(&mut r, &read(900_001))[0].sector, 900_001 * 8);
+        let mut out = Vec::new();
+        r.write_buffered(&mut out);
+        assert_eq!(out.len(), 1);
+        assert!(out[0].write);
+        r.head.sector = 100_000 * 8;
+        assert_eq!(serve(&mut r, &read(900_001))[0].sector, out[0].sector);
     }
 
     trait WithSectors {

@@ -142,6 +142,7 @@ impl<'a> Runner<'a> {
             progress(&format!("N{i}"));
             let epoch = self.epoch_for(end - start);
             let guarded = self.guard_epochs(&layout, start, end, epoch, trial_hurt)?;
+            let made = replicas_written(&layout);
             let shared = share(layout);
             let m = replay::normal(
                 &self.cfg.device,
@@ -153,7 +154,11 @@ impl<'a> Runner<'a> {
                 epoch,
             )?;
             layout = take(&shared);
-            phases.push(self.normal_phase(i, &m, start, end, &guarded));
+            let mut phase = self.normal_phase(i, &m, start, end, &guarded);
+            // FS2's replicas written from the application's reads during the phase.
+            let page_bytes = u64::from(self.cfg.page_sectors) * 512;
+            phase.bytes_moved += (replicas_written(&layout) - made) * page_bytes;
+            phases.push(phase);
             if end == reqs.len() {
                 break;
             }
@@ -365,7 +370,8 @@ impl<'a> Runner<'a> {
             trial.reconfigure(&layout.stable(&early), &self.schedule)?;
         }
         let shadow = |l: Layout| replay::shadow(&self.cfg.device, self.cfg.speed, tail, l);
-        let plan_s = shadow(trial)? * scale;
+        let (plan_s, making_s) = self.predict_plan(trial, tail)?;
+        let (plan_s, making_s) = (plan_s * scale, making_s * scale);
         let keep_s = shadow(layout.clone())? * scale;
         let mut home = placement.clone();
         home.ranges.clear();
@@ -377,7 +383,7 @@ impl<'a> Runner<'a> {
             predicted_plan_busy_s: plan_s,
             predicted_keep_busy_s: keep_s,
             predicted_plain_busy_s: plain_s,
-            plan_copy_busy_s: plan.2,
+            plan_copy_busy_s: plan.2 + making_s,
             home_copy_busy_s: home.2,
             horizon_phases: horizon,
         };
@@ -407,6 +413,22 @@ impl<'a> Runner<'a> {
         // absorbing writes is a layout nobody judged.
         let guard_first = choice == Choice::Home || busy_s > plain_s;
         Ok((io, Some(cost), Some(admission), guard_first))
+    }
+
+    /// The trial layout's busy seconds on `tail` once in place, and what putting it in
+    /// place costs beyond that while serving. FS2's reserved replicas are written as the
+    /// application reads their originals, so the first phase pays those writes and reads
+    /// originals the replicas would have served: the layout is replayed twice, and the
+    /// first replay's excess over the second is that cost (0 for every other layout).
+    fn predict_plan(&self, trial: Layout, tail: &[Request]) -> Result<(f64, f64), EvalError> {
+        let (device, speed) = (&self.cfg.device, self.cfg.speed);
+        if !matches!(&trial, Layout::Replicated(r) if r.set.has_pending()) {
+            return Ok((replay::shadow(device, speed, tail, trial)?, 0.0));
+        }
+        let shared = share(trial);
+        let first = replay::normal(device, speed, tail, 1, shared.clone(), &[], 1)?;
+        let steady = replay::shadow(device, speed, tail, take(&shared))?;
+        Ok((steady, (first.summary.busy_time_s - steady).max(0.0)))
     }
 
     /// The trial plan's parameters: made from `before`, a part of the `train` requests
@@ -545,6 +567,14 @@ fn dev_request(r: &Request) -> reblock_device::DevRequest {
         sector: r.sector,
         sectors: r.sectors,
         write: r.op.is_write(),
+    }
+}
+
+/// FS2 replica pages `layout` has written so far.
+fn replicas_written(layout: &Layout) -> u64 {
+    match layout {
+        Layout::Replicated(r) => r.written_pages,
+        _ => 0,
     }
 }
 

@@ -40,11 +40,26 @@ impl Default for Watermarks {
     }
 }
 
+/// Whether a replica's page holds its original's data yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicaState {
+    /// The page is reserved; the data comes from the next read of the original (FS2
+    /// writes a replica from the buffer the application just read, never re-reading it).
+    Pending,
+    /// The original was read and its data waits in memory to be written.
+    Buffered,
+    /// Written: reads may use it.
+    Valid,
+}
+
 /// One replica of an original page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Replica {
     /// Where the copy lives.
     pub page: u64,
+    pub state: ReplicaState,
+    /// The page it was placed near (the hot area's centre then).
+    pub target: u64,
     /// Logical time of the last read served from it (the set's access counter).
     pub last_access: u64,
     /// Reads it has served.
@@ -97,6 +112,8 @@ pub struct ReplicaSet {
     device_pages: u64,
     marks: Watermarks,
     clock: u64,
+    /// Replicas in state [`ReplicaState::Pending`].
+    pending: u64,
     /// Reads (pages) served from a replica.
     pub replica_hits: u64,
 }
@@ -111,6 +128,7 @@ impl ReplicaSet {
             device_pages,
             marks,
             clock: 0,
+            pending: 0,
             replica_hits: 0,
         }
     }
@@ -130,6 +148,52 @@ impl ReplicaSet {
         self.originals.get(&page).map_or(&[], |v| v.as_slice())
     }
 
+    /// The replicas of `page` reads may use.
+    fn valid_replicas_of(&self, page: u64) -> impl Iterator<Item = &Replica> {
+        self.replicas_of(page)
+            .iter()
+            .filter(|r| r.state == ReplicaState::Valid)
+    }
+
+    /// Whether some replica still waits for its original to be read.
+    pub fn has_pending(&self) -> bool {
+        self.pending > 0
+    }
+
+    /// A read of originals `[start, end)` has brought their data into memory: their
+    /// pending replicas now wait to be written from it. Returns those replicas' pages.
+    pub fn take_pending(&mut self, start: u64, end: u64) -> Vec<u64> {
+        let mut taken = Vec::new();
+        if self.pending == 0 {
+            return taken;
+        }
+        for p in start..end {
+            for r in self.originals.get_mut(&p).into_iter().flatten() {
+                if r.state == ReplicaState::Pending {
+                    r.state = ReplicaState::Buffered;
+                    taken.push(r.page);
+                }
+            }
+        }
+        self.pending -= taken.len() as u64;
+        taken
+    }
+
+    /// The replicas living at `pages` have been written: reads may use them. Pages whose
+    /// replica was dropped meanwhile are ignored.
+    pub fn mark_written(&mut self, pages: &[u64]) {
+        for &page in pages {
+            let Some(&orig) = self.owner.get(&page) else {
+                continue;
+            };
+            for r in self.originals.get_mut(&orig).into_iter().flatten() {
+                if r.page == page && r.state == ReplicaState::Buffered {
+                    r.state = ReplicaState::Valid;
+                }
+            }
+        }
+    }
+
     /// The original whose replica lives at `page`, if one does.
     pub fn owner_of(&self, page: u64) -> Option<u64> {
         self.owner.get(&page).copied()
@@ -141,9 +205,8 @@ impl ReplicaSet {
     pub fn note_write(&mut self, start: u64, end: u64) -> Vec<u64> {
         let mut freed = Vec::new();
         for p in start..end {
-            if let Some(reps) = self.originals.remove(&p) {
+            if let Some(reps) = self.remove_original(p) {
                 for r in reps {
-                    self.owner.remove(&r.page);
                     if !(start..end).contains(&r.page) {
                         self.available.insert(r.page, r.page + 1);
                     }
@@ -166,9 +229,8 @@ impl ReplicaSet {
     pub fn note_trim(&mut self, start: u64, end: u64) -> Vec<u64> {
         let mut freed = Vec::new();
         for p in start..end {
-            if let Some(reps) = self.originals.remove(&p) {
+            if let Some(reps) = self.remove_original(p) {
                 for r in reps {
-                    self.owner.remove(&r.page);
                     self.available.insert(r.page, r.page + 1);
                     freed.push(r.page);
                 }
@@ -193,8 +255,7 @@ impl ReplicaSet {
             .collect();
         let mut freed = Vec::new();
         for o in gone {
-            for r in self.originals.remove(&o).unwrap_or_default() {
-                self.owner.remove(&r.page);
+            for r in self.remove_original(o).unwrap_or_default() {
                 self.available.insert(r.page, r.page + 1);
                 freed.push(r.page);
             }
@@ -202,9 +263,24 @@ impl ReplicaSet {
         freed
     }
 
+    /// Takes `orig`'s replicas out of the table (their pages are the caller's to free).
+    fn remove_original(&mut self, orig: u64) -> Option<Vec<Replica>> {
+        let reps = self.originals.remove(&orig)?;
+        for r in &reps {
+            self.owner.remove(&r.page);
+            self.pending -= u64::from(r.state == ReplicaState::Pending);
+        }
+        Some(reps)
+    }
+
     fn forget_replica(&mut self, orig: u64, page: u64) {
         if let Some(v) = self.originals.get_mut(&orig) {
-            v.retain(|r| r.page != page);
+            let pending = &mut self.pending;
+            v.retain(|r| {
+                let gone = r.page == page;
+                *pending -= u64::from(gone && r.state == ReplicaState::Pending);
+                !gone
+            });
             if v.is_empty() {
                 self.originals.remove(&orig);
             }
@@ -275,7 +351,7 @@ impl ReplicaSet {
             while p + n < end {
                 let next = p + n;
                 let follows = if replica {
-                    self.replicas_of(next).iter().any(|r| r.page == first + n)
+                    self.valid_replicas_of(next).any(|r| r.page == first + n)
                 } else {
                     true
                 };
@@ -305,7 +381,7 @@ impl ReplicaSet {
     fn closest_copy(&self, page: u64, head: &dyn Positioner) -> (u64, bool) {
         let mut best = (page, false);
         let mut best_cost = head.cost_to(page);
-        for r in self.replicas_of(page) {
+        for r in self.valid_replicas_of(page) {
             let c = head.cost_to(r.page);
             if c < best_cost {
                 (best, best_cost) = ((r.page, true), c);
@@ -330,9 +406,27 @@ impl ReplicaSet {
     /// Places replicas of `candidates` (original pages in the order they should be laid
     /// out: first access) in the free space closest to `centre`, runs of consecutive
     /// candidates in consecutive free pages, while the high watermark allows. A page that
-    /// already has a replica within `near` pages of `centre` is skipped. Returns the new
+    /// already has a replica placed for a centre within `near` pages of `centre` is
+    /// skipped (its replicas spread as far as the run they were laid in, so where the
+    /// replica sits says less than what it was placed for). Returns the new
     /// (original, replica) pairs in placement order; the caller copies them.
     pub fn place(&mut self, candidates: &[u64], centre: u64, near: u64) -> Vec<(u64, u64)> {
+        self.place_as(candidates, centre, near, ReplicaState::Valid)
+    }
+
+    /// As [`ReplicaSet::place`], but the replicas are only reserved: each is written
+    /// from the next read of its original ([`ReplicaSet::take_pending`]).
+    pub fn reserve(&mut self, candidates: &[u64], centre: u64, near: u64) -> Vec<(u64, u64)> {
+        self.place_as(candidates, centre, near, ReplicaState::Pending)
+    }
+
+    fn place_as(
+        &mut self,
+        candidates: &[u64],
+        centre: u64,
+        near: u64,
+        state: ReplicaState,
+    ) -> Vec<(u64, u64)> {
         let budget = self.creation_budget();
         let todo: Vec<u64> = candidates
             .iter()
@@ -342,7 +436,7 @@ impl ReplicaSet {
                     && !self
                         .replicas_of(p)
                         .iter()
-                        .any(|r| r.page.abs_diff(centre) <= near)
+                        .any(|r| r.target.abs_diff(centre) <= near)
             })
             .take(budget as usize)
             .collect();
@@ -351,8 +445,11 @@ impl ReplicaSet {
         for (orig, slot) in todo.into_iter().zip(slots) {
             self.available.remove(slot, slot + 1);
             self.owner.insert(slot, orig);
+            self.pending += u64::from(state == ReplicaState::Pending);
             self.originals.entry(orig).or_default().push(Replica {
                 page: slot,
+                state,
+                target: centre,
                 last_access: self.clock,
                 refs: 0,
             });
@@ -500,6 +597,32 @@ mod tests {
         assert!(s.replicas_of(9_001).is_empty());
         assert_eq!(s.free_pages(), 99);
         assert!(!s.route_read(9_001, 1, r1)[0].replica);
+    }
+
+    #[test]
+    fn reserved_replicas_serve_reads_only_once_written() {
+        let mut s = set(10_000, &[(5_000, 5_100)]);
+        s.reserve(&[9_000, 9_001, 9_002], 5_010, 0);
+        assert!(s.has_pending());
+        // Pending: reads stay on the original even with the head by the replica.
+        assert!(!s.route_read(9_000, 3, 5_009)[0].replica);
+        let taken = s.take_pending(9_000, 9_002);
+        assert_eq!(taken.len(), 2);
+        assert!(s.take_pending(9_000, 9_002).is_empty(), "taken once");
+        assert!(
+            !s.route_read(9_000, 1, 5_009)[0].replica,
+            "buffered, not written"
+        );
+        s.mark_written(&taken);
+        assert!(s.route_read(9_000, 1, 5_009)[0].replica);
+        // A write drops the pending replica of 9_002 and keeps the count right.
+        s.note_write(9_002, 9_003);
+        assert!(!s.has_pending());
+        // A replica reserved for the same centre is not reserved twice.
+        assert!(s.reserve(&[9_000], 5_020, 100).is_empty());
+        // A new hot area far from the first gets a second replica (FS2 allows several).
+        assert_eq!(s.reserve(&[9_000], 9_500, 100).len(), 1);
+        assert_eq!(s.replicas_of(9_000).len(), 2);
     }
 
     #[test]
