@@ -11,13 +11,14 @@
 # Env: REBLOCK (binary, default target/release/reblock), CONFIGS (default "defaults vanilla").
 # Prints one JSON line per configuration, then the ratio defaults / vanilla.
 set -euo pipefail
-trace=${1:?usage: online_benefit.sh TRACE [SIZE] [MODEL] [SPEED] [-- serve flags]}
-size=${2:-4G}
-model=${3:-hdd:wd2500aaks}
-speed=${4:-10}
-shift $(( $# < 4 ? $# : 4 ))
+pos=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do pos+=("$1"); shift; done
 [ "${1:-}" = "--" ] && shift
 extra=("$@")
+trace=${pos[0]:?usage: online_benefit.sh TRACE [SIZE] [MODEL] [SPEED] [-- serve flags]}
+size=${pos[1]:-4G}
+model=${pos[2]:-hdd:wd2500aaks}
+speed=${pos[3]:-10}
 bin=${REBLOCK:-target/release/reblock}
 configs=${CONFIGS:-defaults vanilla}
 work=$(mktemp -d)
