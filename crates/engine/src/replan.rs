@@ -425,10 +425,7 @@ impl Replanner {
             .map_err(ReplanError::GuardDevice)?;
         let planner = Planner {
             model,
-            next_requests: match o.every {
-                Some(Every::Requests(n)) => n,
-                _ => o.window_requests as u64,
-            },
+            every: o.every,
         };
         let mut status = ReplanStatus {
             policy: o.policy.clone(),
@@ -453,7 +450,8 @@ impl Replanner {
                     let seen = window.seen();
                     status.requests_seen = seen;
                     if let Some(trigger) = t.due(&engine, seen) {
-                        replan_once(&engine, &window, &planner, &mut status, trigger);
+                        let since = seen - t.seen_at_plan;
+                        replan_once(&engine, &window, &planner, &mut status, trigger, since);
                         t.planned(seen);
                     }
                     engine.set_replan_status(status.clone());
@@ -477,8 +475,19 @@ impl Replanner {
 /// How the re-planner plans: the policy, and the guard when it is on.
 struct Planner {
     model: Option<AdmissionModel>,
-    /// Requests the next plan is expected to serve (the trigger's period).
-    next_requests: u64,
+    /// The periodic trigger, which fixes how many requests the next plan serves.
+    every: Option<Every>,
+}
+
+/// Requests the next plan is expected to serve: a request-count trigger's period; for
+/// any other trigger (time, idle, hit-rate drop) the number served since the last plan,
+/// the best guess of the next spell. (Scaling to the whole window instead made an idle
+/// trigger on the start-up capture predict 3888 s a phase for 2500 requests.)
+fn expected_period(every: Option<Every>, since_last_plan: u64) -> u64 {
+    match every {
+        Some(Every::Requests(n)) => n,
+        _ => since_last_plan.max(1),
+    }
 }
 
 impl Planner {
@@ -488,11 +497,13 @@ impl Planner {
         engine: &Engine,
         s: &mut ReplanStatus,
         requests: &[Request],
+        since_last_plan: u64,
     ) -> Result<u64, ReplanError> {
         let Some(model) = &self.model else {
             return plan_and_apply(engine, &s.policy, requests.to_vec());
         };
-        let g = plan_guarded(engine, &s.policy, requests, model, self.next_requests)?;
+        let next = expected_period(self.every, since_last_plan);
+        let g = plan_guarded(engine, &s.policy, requests, model, next)?;
         match g.admission.choice {
             Choice::Plan => s.admitted += 1,
             Choice::Keep => s.refused += 1,
@@ -510,11 +521,12 @@ fn replan_once(
     planner: &Planner,
     s: &mut ReplanStatus,
     trigger: &str,
+    since_last_plan: u64,
 ) {
     let requests = window.snapshot();
     let n = requests.len() as u64;
     let t0 = Instant::now();
-    match planner.run(engine, s, &requests) {
+    match planner.run(engine, s, &requests, since_last_plan) {
         Ok(pages) => {
             s.plans += 1;
             s.last_planned_pages = pages;
@@ -558,6 +570,16 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("unknown policy"));
+    }
+
+    #[test]
+    fn the_guard_judges_a_plan_over_the_period_it_will_serve() {
+        assert_eq!(expected_period(Some(Every::Requests(2500)), 9000), 2500);
+        let spell = Some(Every::Time(Duration::from_secs(60)));
+        assert_eq!(expected_period(spell, 2200), 2200);
+        // An idle or hit-rate trigger alone: the spell since the last plan, never 0.
+        assert_eq!(expected_period(None, 2200), 2200);
+        assert_eq!(expected_period(None, 0), 1);
     }
 
     #[test]
