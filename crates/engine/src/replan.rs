@@ -336,7 +336,7 @@ pub fn plan_guarded(
         .map_err(ReplanError::Admission)?;
     let pages = match admission.choice {
         Choice::Keep => 0,
-        Choice::Plan => install(engine, &plan)?,
+        Choice::Plan => install(engine, &plan.leading(admission.plan_share))?,
         Choice::Home => {
             let mut home = plan;
             home.ranges.clear();

@@ -3,6 +3,7 @@
 //! ([`crate::run`]), over the server's recent requests, decided by the layout crate's
 //! [`Admission::choose`] that `evaluate` uses.
 
+use reblock_layout::admission::paired_stderr_s;
 use reblock_layout::{Admission, Choice, Indirector, ScheduleOptions};
 use reblock_plan::Placement;
 use reblock_trace::Request;
@@ -44,7 +45,9 @@ impl AdmissionModel {
     /// The admission decision for replacing the read cache of `current` with `plan`:
     /// `trial` is the policy's plan made without the tail (as the plan will meet
     /// requests it was not made from), judged on the tail; `plan`'s own copies are the
-    /// plan's cost.
+    /// plan's cost. Per-group admission: leading shares of the plan (in plan order)
+    /// compete as `evaluate`'s do; on [`Choice::Plan`] the caller installs
+    /// `plan.leading(admission.plan_share)`.
     pub fn admit(
         &self,
         current: &Indirector,
@@ -53,25 +56,40 @@ impl AdmissionModel {
         b: &Backtest,
     ) -> Result<Admission, EvalError> {
         let now = Layout::Bopt(current.clone());
-        let shadow = |l: Layout| replay::shadow(&self.device, 1.0, b.tail, l);
-        let plain_s = shadow(Layout::Home(*current.geometry()))? * b.scale;
-        let keep_s = shadow(now.clone())? * b.scale;
-        let mut tried = now.clone();
-        tried.reconfigure(trial, &self.schedule)?;
-        let plan_s = shadow(tried)? * b.scale;
+        let shadow = |l: Layout| replay::shadow_profile(&self.device, 1.0, b.tail, l);
+        let plain = shadow(Layout::Home(*current.geometry()))?;
+        let keep = shadow(now.clone())?;
         let mut home = plan.clone();
         home.ranges.clear();
-        Ok(Admission {
+        let keep_only = Admission {
             choice: Choice::Keep,
-            predicted_plan_busy_s: plan_s,
-            predicted_keep_busy_s: keep_s,
-            predicted_plain_busy_s: plain_s,
-            plan_copy_busy_s: self.copy_busy_s(&now, plan)?,
+            predicted_plan_busy_s: keep.busy_s * b.scale,
+            predicted_keep_busy_s: keep.busy_s * b.scale,
+            predicted_plain_busy_s: plain.busy_s * b.scale,
+            plan_copy_busy_s: 0.0,
             home_copy_busy_s: self.copy_busy_s(&now, &home)?,
             // Online a layout stays until the next re-plan replaces it: the full horizon.
             horizon_phases: Admission::horizon(u64::MAX),
+            plan_saving_stderr_s: 0.0,
+            plain_saving_stderr_s: paired_stderr_s(&plain.service_ns, &keep.service_ns) * b.scale,
+            plan_share: 0.0,
+        };
+        let mut shares = Vec::new();
+        for share in Admission::PLAN_SHARES {
+            let mut tried = now.clone();
+            tried.reconfigure(&trial.leading(share), &self.schedule)?;
+            let tried = shadow(tried)?;
+            shares.push(Admission {
+                predicted_plan_busy_s: tried.busy_s * b.scale,
+                plan_copy_busy_s: self.copy_busy_s(&now, &plan.leading(share))?,
+                plan_saving_stderr_s: paired_stderr_s(&tried.service_ns, &keep.service_ns)
+                    * b.scale,
+                plan_share: share,
+                ..keep_only
+            });
         }
-        .decided())
+        let best = Admission::best_share(&shares).unwrap_or(0);
+        Ok(shares.get(best).copied().unwrap_or(keep_only).decided())
     }
 
     /// Busy seconds of the scheduled copies that turn `layout` into `placement`'s.

@@ -32,6 +32,9 @@ pub struct Measured {
     /// Response times (ns) of the workload's requests, for the report's CDFs.
     pub response_ns: LogHistogram,
     pub access: AccessTime,
+    /// Device nanoseconds each of the replay's requests took, in order: its share of
+    /// the device I/Os that served it (write-backs the guard added are not included).
+    pub service_ns: Vec<u64>,
 }
 
 /// One replay's figures over all its requests.
@@ -127,13 +130,26 @@ impl Device for Timed {
     }
 }
 
-/// Collects the response time of every normal-phase request.
-struct Responses(LogHistogram);
+/// Collects the response time of every normal-phase request, and the device time each
+/// took (by submission number, from 1).
+#[derive(Default)]
+struct Responses {
+    /// The first submission's number.
+    first_number: u64,
+    response_ns: LogHistogram,
+    service_ns: Vec<u64>,
+}
 
 impl Observer for Responses {
     fn on_completion(&mut self, c: &Completion) -> Result<(), SimError> {
         if c.phase == Phase::Normal {
-            self.0.record(c.completion_ns.saturating_sub(c.arrival_ns));
+            self.response_ns
+                .record(c.completion_ns.saturating_sub(c.arrival_ns));
+            let i = c.number.saturating_sub(self.first_number) as usize;
+            if self.service_ns.len() <= i {
+                self.service_ns.resize(i + 1, 0);
+            }
+            self.service_ns[i] += c.service_ns;
         }
         Ok(())
     }
@@ -151,7 +167,8 @@ fn run(
     speed: f64,
     source: &mut dyn Source,
     mapper: Option<Shared>,
-) -> Result<(Replayed, LogHistogram), EvalError> {
+    first_number: u64,
+) -> Result<(Replayed, Responses), EvalError> {
     let built = reblock_device::parse_spec(device).map_err(EvalError::Device)?;
     let access = Arc::new(Mutex::new(AccessTime::default()));
     let members = built
@@ -168,14 +185,17 @@ fn run(
     if let Some(m) = mapper {
         replay = replay.with_mapper(Box::new(SharedMapper(m)));
     }
-    let mut responses = Responses(LogHistogram::default());
+    let mut responses = Responses {
+        first_number,
+        ..Responses::default()
+    };
     let report = replay.run(source, &mut responses)?;
     let replayed = Replayed {
         summary: report.overall,
         energy_j: report.energy_j,
         access: *access.lock().expect("access lock"),
     };
-    Ok((replayed, responses.0))
+    Ok((replayed, responses))
 }
 
 /// The workload's requests `reqs` through `layout` (which they change: absorbed writes),
@@ -204,16 +224,25 @@ pub fn normal(
         guarded,
         epoch: epoch.max(1),
     };
-    let (replayed, response_ns) = run(device, speed, &mut source, Some(layout.clone()))?;
+    let (replayed, responses) = run(
+        device,
+        speed,
+        &mut source,
+        Some(layout.clone()),
+        first_number,
+    )?;
     let cell = layout.lock().expect("layout lock");
+    let mut service_ns = responses.service_ns;
+    service_ns.resize(reqs.len(), 0);
     Ok(Measured {
         summary: replayed.summary,
         energy_j: replayed.energy_j,
         requests: cell.requests,
         hits: cell.hits,
         written_back_pages: cell.written_back_pages,
-        response_ns,
+        response_ns: responses.response_ns,
         access: replayed.access,
+        service_ns,
     })
 }
 
@@ -224,8 +253,30 @@ pub fn shadow(
     reqs: &[Request],
     layout: Layout,
 ) -> Result<f64, EvalError> {
+    Ok(shadow_profile(device, speed, reqs, layout)?.busy_s)
+}
+
+/// A shadow replay's busy seconds and what each request took.
+#[derive(Clone, Debug, Default)]
+pub struct Profile {
+    pub busy_s: f64,
+    /// Device nanoseconds of each request, in order (see [`Measured::service_ns`]).
+    pub service_ns: Vec<u64>,
+}
+
+/// Busy seconds of `reqs` on `layout` unguarded, and each request's device time (the
+/// admission rule's backtests: how sure a predicted saving is).
+pub fn shadow_profile(
+    device: &str,
+    speed: f64,
+    reqs: &[Request],
+    layout: Layout,
+) -> Result<Profile, EvalError> {
     let m = normal(device, speed, reqs, 1, share(layout), &[], 1)?;
-    Ok(m.summary.busy_time_s)
+    Ok(Profile {
+        busy_s: m.summary.busy_time_s,
+        service_ns: m.service_ns,
+    })
 }
 
 /// The copy I/O of a reconfiguration, all issued at once at speed 1: each run of reads
@@ -265,7 +316,7 @@ pub fn copies_in_order(device: &str, requests: &[DevRequest]) -> Result<Replayed
         phase: Phase::Reconfiguration,
         physical: true,
     });
-    Ok(run(device, 1.0, &mut IterSource(subs), None)?.0)
+    Ok(run(device, 1.0, &mut IterSource(subs), None, 1)?.0)
 }
 
 /// The copy scheduler's view of a fresh single-disk device of a spec: each request's

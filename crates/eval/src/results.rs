@@ -291,6 +291,9 @@ mod admission_tests {
             plan_copy_busy_s: copy,
             home_copy_busy_s: 0.1,
             horizon_phases: horizon,
+            plan_saving_stderr_s: 0.0,
+            plain_saving_stderr_s: 0.0,
+            plan_share: 1.0,
         }
     }
 

@@ -147,6 +147,31 @@ impl Placement {
         out
     }
 
+    /// The first ranges of this placement, in placement order, up to at least `share`
+    /// (0..=1) of its pages: the groups a policy ranks first (BORG places its heaviest
+    /// groups first). Per-group admission weighs such leading shares of a plan against
+    /// each other. A data-area permutation is returned whole: part of a permutation
+    /// would move pages onto pages that stay.
+    pub fn leading(&self, share: f64) -> Placement {
+        if self.space != TargetSpace::ReadCache || share >= 1.0 {
+            return self.clone();
+        }
+        let want = (self.pages() as f64 * share.max(0.0)).ceil() as u64;
+        let mut out = Placement {
+            ranges: Vec::new(),
+            ..self.clone()
+        };
+        let mut pages = 0;
+        for r in &self.ranges {
+            if pages >= want {
+                break;
+            }
+            out.ranges.push(*r);
+            pages += r.pages;
+        }
+        out
+    }
+
     /// Appends a range, merging it into the previous one when both sides continue it.
     pub(crate) fn push(&mut self, fs_page: u64, pages: u64, target: u64) {
         if pages == 0 {
@@ -261,6 +286,23 @@ mod tests {
         let fresh = placement(&[(10, 1), (30, 2), (31, 0)]);
         let pairs: Vec<(u64, u64)> = fresh.stable_against(&in_place, 3).page_pairs().collect();
         assert_eq!(pairs, vec![(10, 0), (30, 1), (31, 2)]);
+    }
+
+    #[test]
+    fn leading_keeps_whole_ranges_in_plan_order() {
+        let mut p = Placement::empty("borg", &PlanParams::default());
+        p.push(100, 4, 0);
+        p.push(10, 2, 4);
+        p.push(50, 2, 6);
+        // A quarter is 2 of 8 pages: the first range whole.
+        assert_eq!(p.leading(0.25).fs_pages(), vec![100, 101, 102, 103]);
+        assert_eq!(p.leading(0.6).pages(), 6);
+        assert_eq!(p.leading(1.0), p);
+        assert_eq!(p.leading(0.0).pages(), 0);
+        // A permutation is never cut.
+        let mut perm = p.clone();
+        perm.space = TargetSpace::DataArea;
+        assert_eq!(perm.leading(0.25), perm);
     }
 
     #[test]
