@@ -24,9 +24,9 @@ impl Engine {
         if self.is_read_only() {
             return Err(rofs());
         }
-        // One step executor at a time (a detach or reconfiguration step, another
-        // destage); a FLUSH waits for the batch's commit.
-        let mut c = lock(&self.commit);
+        // The commit lock is taken per step, after the step's stripes (see
+        // `destage_step`), and again for the batch's commit: never held while waiting
+        // for a stripe.
         let mut done = 0;
         let mut ran = Ok(());
         for step in steps {
@@ -40,6 +40,7 @@ impl Engine {
             }
         }
         if done > 0 {
+            let mut c = lock(&self.commit);
             let snap = {
                 let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
                 self.snapshot(&c)
@@ -69,6 +70,12 @@ impl Engine {
         let per_page = self.geo.page.sectors();
         let _stripes =
             (pages > 0).then(|| self.lock_stripes(first * per_page, (first + pages) * per_page));
+        // One step executor at a time (a detach or reconfiguration step, another
+        // destage). Taken after the stripes, the engine's lock order (stripes, commit,
+        // gate): a client write holds its stripes while `release_replicas` or a TRIM
+        // takes the commit lock, so a destage holding commit while waiting for a stripe
+        // deadlocked with it (every request and the shutdown hung).
+        let _executor = lock(&self.commit);
         if let Err(e) = lock(&self.state).ind.validate(step) {
             tracing::debug!(error = %e, "destage step refused");
             self.counters.steps_refused.fetch_add(1, Relaxed);
@@ -80,5 +87,80 @@ impl Engine {
         }
         self.apply_step(step, true)?;
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::format::LayoutRequest;
+    use crate::{Engine, EngineOptions, Layout, MemStore};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    /// An in-memory engine of 256 data pages with a 16-page write buffer.
+    fn small_engine() -> Engine {
+        let l = Layout::plan(&LayoutRequest {
+            data_bytes: 256 * 4096,
+            bopt_bytes: 8 * (2 * 4096 + 8 * 4096)
+                + 3 * 4096
+                + 34 * crate::format::FREEMAP_CHUNK_BYTES,
+            page_bytes: 4096,
+            segment_pages: 8,
+            write_buffer_fraction: 0.25,
+            separate: false,
+        })
+        .unwrap();
+        let store = Arc::new(MemStore::new(vec![0u8; l.device_bytes as usize], None));
+        Engine::format(store.as_ref(), &l, 1).unwrap();
+        Engine::open(store, EngineOptions::default()).unwrap().0
+    }
+
+    /// A client write holds its pages' stripes and then takes the commit lock (a write
+    /// dropping replicas, a TRIM). A destage waiting for one of those stripes must not
+    /// hold the commit lock meanwhile, or neither ever proceeds (the hang that stopped
+    /// CI: every request and the server's shutdown waited forever).
+    #[test]
+    fn a_destage_waiting_for_a_stripe_does_not_hold_the_commit_lock() {
+        let e = Arc::new(small_engine());
+        let page = vec![7u8; 4096];
+        for p in 0..64u64 {
+            e.write_bytes(&page, p * 4096).unwrap();
+        }
+        let steps = {
+            let st = super::lock(&e.state);
+            assert!(st.ind.wants_destage(), "the write buffer is full");
+            st.ind.destage_oldest(e.opts.max_copy_pages)
+        };
+        let reblock_layout::Step::Copy(op) = &steps[0] else {
+            panic!("a destage starts with an eviction: {:?}", steps[0]);
+        };
+        let per_page = e.geo.page.sectors();
+        // A client write's stripes, held as release_replicas holds them.
+        let held = e.lock_stripes(op.dst.first * per_page, (op.dst.first + 1) * per_page);
+        let bg = {
+            let e = Arc::clone(&e);
+            std::thread::spawn(move || e.destage(&steps).unwrap())
+        };
+        std::thread::sleep(Duration::from_millis(200)); // the destage now waits for `held`
+        let t = Instant::now();
+        let got = loop {
+            if let Ok(c) = e.commit.try_lock() {
+                break Some(c);
+            }
+            if t.elapsed() > Duration::from_secs(5) {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(
+            got.is_some(),
+            "the destage held the commit lock while waiting for a stripe: deadlock"
+        );
+        drop(got);
+        drop(held);
+        assert!(
+            bg.join().unwrap() > 0,
+            "the destage ran once the stripe was free"
+        );
     }
 }
