@@ -101,12 +101,7 @@ fn serve_write_status_detach_stop_check_roundtrip() {
     let s = reblock_json(&["status", "--unix", sock.to_str().unwrap(), "--json"]);
     assert_eq!(s["mapped_pages"], 0);
 
-    let kill = Command::new("kill")
-        .args(["-TERM", &serve.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    assert!(serve.wait().unwrap().success(), "clean stop");
+    assert!(common::terminate(&mut serve).success(), "clean stop");
 
     let c = reblock_json(&["check", img.to_str().unwrap(), "--json"]);
     assert_eq!(c["problems"].as_array().unwrap().len(), 0, "{c}");

@@ -42,13 +42,7 @@ fn serve_once(args: &[&str], sock: &Path) {
 }
 
 fn stop(mut child: Child) {
-    let pid = child.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    assert!(child.wait().unwrap().success());
+    assert!(common::terminate(&mut child).success());
 }
 
 fn certs() -> PathBuf {

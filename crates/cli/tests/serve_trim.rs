@@ -139,12 +139,7 @@ fn trimmed_and_never_written_ranges_are_holes_and_stay_so_after_sigkill() {
     let mut server = serve(&img, &sock, false);
     assert_eq!(holes(&sock), EXPECTED_MAP);
     check_contents(&sock);
-    let st = Command::new("kill")
-        .args(["-TERM", &server.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    assert!(server.wait().unwrap().success());
+    assert!(common::terminate(&mut server).success());
     let c = json(
         cargo_bin("reblock").to_str().unwrap(),
         &["check", img.to_str().unwrap(), "--json"],
@@ -249,12 +244,7 @@ fn fs2_replicas_of_hot_pages_are_made_in_trimmed_space_and_never_outlive_a_write
     wait_for(&sock, &mut server);
     qemu_io(&sock, &expect);
     read_hot(&sock, "0x22");
-    let st = Command::new("kill")
-        .args(["-TERM", &server.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(st.success());
-    assert!(server.wait().unwrap().success());
+    assert!(common::terminate(&mut server).success());
     let c = json(
         cargo_bin("reblock").to_str().unwrap(),
         &["check", img.to_str().unwrap(), "--json"],

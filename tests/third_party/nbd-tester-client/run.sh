@@ -11,17 +11,70 @@
 # Needs a C compiler, pkg-config and GLib's headers (Debian: libglib2.0-dev); with
 # GnuTLS's headers (libgnutls28-dev) the TLS cases run too, else they are skipped.
 # Prints one line per case and closes with "N passed, N failed".
+#
+# Nothing here can hang: a client that has not finished within NBD_TESTER_CLIENT_SECS
+# (default 300) or a server still running NBD_TESTER_STOP_SECS (default 60) after SIGTERM
+# fails its case, printing the stack of every thread of the stuck processes (with gdb when
+# it is installed, else the kernel's view from /proc) and the server's log, then is killed.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 reblock=${REBLOCK:?set REBLOCK to the reblock binary}
 certs=$(cd "$here/../../../crates/nbd/tests/certs" && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/nbd-tester.XXXXXX")
+client_secs=${NBD_TESTER_CLIENT_SECS:-300}
+stop_secs=${NBD_TESTER_STOP_SECS:-60}
 server_pid=""
+client_pid=""
 cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null
+  # SIGKILL: a process left behind would keep the caller's output pipe open.
+  [ -n "$client_pid" ] && kill -KILL "$client_pid" 2>/dev/null
+  [ -n "$server_pid" ] && kill -KILL "$server_pid" 2>/dev/null
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# True while PID runs (a zombie does not count).
+running() {
+  local state
+  state=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)
+  [ -n "$state" ] && [ "$state" != Z ]
+}
+
+# bounded_wait PID SECS: waits for our child PID, returning its exit status, or 124 when
+# it still runs after SECS seconds (it is left running).
+bounded_wait() {
+  local pid=$1 deadline=$(( $(date +%s) + $2 ))
+  while running "$pid"; do
+    [ "$(date +%s)" -ge "$deadline" ] && return 124
+    sleep 0.1
+  done
+  wait "$pid"
+}
+
+# Prints every thread's stack of PID (WHAT names it): gdb's backtraces when gdb is
+# installed, and always each thread's name, kernel wait channel and kernel stack.
+dump_stacks() {
+  local pid=$1 what=$2 t
+  echo "=== $what (pid $pid): every thread's stack"
+  if command -v gdb >/dev/null; then
+    timeout 120 gdb -batch -nx -p "$pid" -ex 'set pagination off' \
+      -ex 'thread apply all bt' 2>&1 | grep -v '^\[New LWP' | cut -c1-300
+  else
+    echo "(gdb is not installed: kernel stacks only)"
+  fi
+  for t in /proc/"$pid"/task/*; do
+    echo "--- thread ${t##*/} $(cat "$t/comm" 2>/dev/null) wchan=$(cat "$t/wchan" 2>/dev/null)"
+    cat "$t/stack" 2>/dev/null
+  done
+}
+
+# Kills PID after dumping its threads' stacks into stacks.log.
+kill_stuck() {
+  dump_stacks "$1" "$2" >>"$work/stacks.log" 2>&1
+  kill -KILL "$1" 2>/dev/null
+  wait "$1" 2>/dev/null
+}
 
 build() {
   local out=$1; shift
@@ -48,22 +101,55 @@ start_server() {
   : >"$work/server.log"
   "$reblock" serve "$img" --name export1 --control "$work/ctl" "$@" 2>"$work/server.log" &
   server_pid=$!
-  for _ in $(seq 300); do
+  local deadline=$(( $(date +%s) + stop_secs ))
+  while [ "$(date +%s)" -lt "$deadline" ]; do
     if grep -q "serving" "$work/server.log"; then
       port=$(sed -n 's|.*nbd://127.0.0.1:\([0-9]*\)/.*|\1|p' "$work/server.log" | head -1)
       return 0
     fi
-    kill -0 "$server_pid" 2>/dev/null || break
+    running "$server_pid" || break
     sleep 0.1
   done
-  cat "$work/server.log" >&2
+  if running "$server_pid"; then
+    echo "the server did not start serving within $stop_secs s" >>"$work/why.log"
+    kill_stuck "$server_pid" "reblock serve (starting)"
+  else
+    wait "$server_pid"
+    echo "the server exited with status $? before serving" >>"$work/why.log"
+  fi
+  server_pid=""
   return 1
 }
 
+# Stops the server with SIGTERM; one that is still running after $stop_secs is dumped and
+# killed, and the stop fails.
 stop_server() {
-  kill -TERM "$server_pid" && wait "$server_pid"
-  local rc=$?
+  local pid=$server_pid rc
+  kill -TERM "$pid" 2>/dev/null
+  bounded_wait "$pid" "$stop_secs"
+  rc=$?
+  if [ $rc = 124 ]; then
+    echo "the server did not stop within $stop_secs s of SIGTERM" >>"$work/why.log"
+    kill_stuck "$pid" "reblock serve"
+  fi
   server_pid=""
+  return $rc
+}
+
+# run_client ARGS...: runs the client, for at most $client_secs; a client still running
+# then is dumped and killed together with the server it waits for.
+run_client() {
+  "$@" >"$work/client.log" 2>&1 &
+  client_pid=$!
+  bounded_wait "$client_pid" "$client_secs"
+  local rc=$?
+  if [ $rc = 124 ]; then
+    echo "the client did not finish within $client_secs s" >>"$work/why.log"
+    kill_stuck "$server_pid" "reblock serve"
+    kill_stuck "$client_pid" "nbd-tester-client"
+    server_pid=""
+  fi
+  client_pid=""
   return $rc
 }
 
@@ -82,24 +168,37 @@ run_case() {
   if [ ${#wanted[@]} -gt 0 ] && [[ ! " ${wanted[*]} " =~ " $name " ]]; then
     return
   fi
-  local ok=yes
-  fresh_image || ok=no
+  local ok=yes started
+  started=$(date +%s)
+  : >"$work/client.log"
+  : >"$work/why.log"
+  : >"$work/stacks.log"
+  fresh_image || { echo "formatting a fresh image failed" >>"$work/why.log"; ok=no; }
   # shellcheck disable=SC2086
   if [ $ok = yes ] && start_server "$work/disk.img" $server_args; then
     local args=("$@")
     args=("${args[@]//@PORT@/$port}")
     args=("${args[@]//@SOCK@/$work/nbd.sock}")
-    "${args[@]}" >"$work/client.log" 2>&1 || ok=no
-    stop_server || { echo "  the server did not stop cleanly" >&2; ok=no; }
+    run_client "${args[@]}" || ok=no
+    [ -z "$server_pid" ] || stop_server || {
+      echo "the server did not stop cleanly" >>"$work/why.log"
+      ok=no
+    }
   else
     ok=no
   fi
   if [ $ok = yes ]; then
-    echo "PASS $name"
+    echo "PASS $name ($(( $(date +%s) - started )) s)"
     passed=$((passed + 1))
   else
-    echo "FAIL $name"
-    sed 's/^/  | /' "$work/client.log" "$work/server.log" | tail -30
+    echo "FAIL $name ($(( $(date +%s) - started )) s)"
+    sed 's/^/  why: /' "$work/why.log"
+    # The client rewrites its progress line with carriage returns: its end, in bytes.
+    echo "  client log (its last 3000 bytes):"
+    tail -c 3000 "$work/client.log" | tr '\r' '\n' | tail -30 | sed 's/^/  | /'
+    echo "  server log (last 100 lines):"
+    tail -100 "$work/server.log" | sed 's/^/  | /'
+    sed 's/^/  | /' "$work/stacks.log"
     failed=$((failed + 1))
   fi
 }

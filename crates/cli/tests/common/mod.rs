@@ -1,7 +1,7 @@
 //! Helpers shared by the `serve` tests.
 
 use std::path::Path;
-use std::process::Child;
+use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
 /// Waits until `p` exists (a socket the server creates once it listens); panics when the
@@ -12,5 +12,43 @@ pub fn wait_for(p: &Path, child: &mut Child) {
         assert!(child.try_wait().unwrap().is_none(), "serve exited early");
         assert!(t.elapsed() < Duration::from_secs(30), "no {}", p.display());
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// How long a server gets to stop after SIGTERM before the test calls it hung.
+pub const STOP_LIMIT: Duration = Duration::from_secs(60);
+
+/// Waits for `child` at most `limit`: its exit status, or `None` when it still runs.
+// Not every test file that includes this module uses every helper.
+#[allow(dead_code)]
+pub fn wait_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    let t = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if t.elapsed() >= limit {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Stops a server with SIGTERM and returns its exit status. One still running after
+/// [`STOP_LIMIT`] fails the test (after a SIGKILL) instead of hanging it.
+#[allow(dead_code)]
+pub fn terminate(child: &mut Child) -> ExitStatus {
+    // SAFETY: signalling our own child by its pid; it is not reaped before the wait below.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    match wait_within(child, STOP_LIMIT) {
+        Some(status) => status,
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the server (pid {}) did not stop within {STOP_LIMIT:?} of SIGTERM",
+                child.id()
+            );
+        }
     }
 }
