@@ -99,7 +99,8 @@ run_all() {
     fi
     ratio=$(jq -n "$r / $k * 100 | round / 100")
     # reblock with checksums / without: below 1 is what the checksums cost.
-    cost=$(jq -n "if $n > 0 then $r / $n * 100 | round / 100 else null end")
+    cost=-
+    [ "$nocrc" = 0 ] || cost=$(jq -n "$r / $n * 100 | round / 100")
     printf '%-18s %9.0f %-4s %9.0f %-4s %9.0f %-4s %8s %8s\n' "$name" "$r" "$unit" "$n" \
       "$unit" "$k" "$unit" "$ratio" "$cost"
   done
