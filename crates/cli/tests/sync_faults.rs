@@ -2,7 +2,8 @@
 //! LD_PRELOAD shim (tests/sync_faults/shim.c, built here with cc) counts fdatasync and
 //! pwrite calls across all the server's threads and SIGKILLs it at the N-th fdatasync,
 //! or fails its N-th pwrite with ENOSPC or EIO. For each N a fresh image runs a scripted
-//! workload (aligned and unaligned writes, FLUSHes, two online reconfigurations); then
+//! workload (aligned and unaligned writes, TRIMs of whole pages, FLUSHes, two online
+//! reconfigurations); then
 //! the server is restarted without the shim and every byte of the export must read what
 //! the last acknowledged FLUSH covered or what a later write wrote — never anything
 //! else (a failed write: its own bytes old or new, no byte outside it changed) — and,
@@ -215,6 +216,22 @@ fn workload(srv: &Server, model: &mut Model, seed: u64) {
                     return;
                 }
                 wait_reconfigured(srv);
+                continue;
+            }
+            // A TRIM of whole pages: they read as zeros afterwards (the free-space map),
+            // so the model takes it as a write of the fresh image's bytes (id 0).
+            4 => {
+                let (off, len) = (rnd(DATA_BYTES / PAGE - 4) * PAGE, PAGE * (1 + rnd(4)));
+                match c.trim(off, len as u32) {
+                    Ok(()) => model.since.push((0, off, len, true)),
+                    Err(e) if e.kind() == std::io::ErrorKind::Other => {
+                        model.since.push((0, off, len, false))
+                    }
+                    Err(_) => {
+                        model.since.push((0, off, len, false));
+                        return;
+                    }
+                }
                 continue;
             }
             _ => {}

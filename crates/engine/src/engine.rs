@@ -46,6 +46,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
+mod checksum;
 mod destage;
 mod replica;
 mod trim;
@@ -62,6 +63,9 @@ pub struct EngineOptions {
     /// home, not into the write buffer (see `Indirector::set_absorb_max_pages`); `None`:
     /// absorb whatever fits, as Algorithm 5.
     pub sequential_cutoff_bytes: Option<u64>,
+    /// Compute, store and verify a CRC-32C of every page in the optimized region
+    /// (format version 3 images; docs/format.md "Data checksums").
+    pub data_checksums: bool,
 }
 
 impl Default for EngineOptions {
@@ -71,6 +75,7 @@ impl Default for EngineOptions {
             destage_below_free_pages: None,
             max_copy_pages: 64,
             sequential_cutoff_bytes: None,
+            data_checksums: true,
         }
     }
 }
@@ -93,6 +98,8 @@ struct Counters {
     promotions: AtomicU64,
     /// NBD connections open now.
     connections: AtomicU64,
+    /// Pages in the optimized region that failed their checksum (engine/checksum.rs).
+    data_checksum_errors: AtomicU64,
 }
 
 struct State {
@@ -214,6 +221,10 @@ pub struct Status {
     pub replicas: u64,
     /// Reads (of one page each) served from a replica because it lay closer to the head.
     pub replica_hits: u64,
+    /// Pages in the optimized region carry checksums verified on every read.
+    pub data_checksums: bool,
+    /// Pages of the optimized region found damaged (checksum mismatch) while serving.
+    pub data_checksum_errors: u64,
 }
 
 /// Why a plan was not taken up.
@@ -246,6 +257,9 @@ pub struct OpenReport {
     pub free_map: crate::freemap::FreeMapReport,
     /// What loading the replica table found wrong (its replicas are dropped).
     pub replica_table: crate::replicas::ReplicaReport,
+    /// FS pages whose slot did not match its durable checksum after an unclean stop:
+    /// written since the last FLUSH, or damaged; their contents were taken as found.
+    pub unverifiable_pages: Vec<u64>,
 }
 
 impl OpenReport {
@@ -280,6 +294,9 @@ impl OpenReport {
                 self.free_map.untrusted_chunks
             ));
         }
+        if !self.unverifiable_pages.is_empty() {
+            out.push(unverifiable_warning(&self.unverifiable_pages));
+        }
         out
     }
 }
@@ -313,6 +330,8 @@ pub struct Engine {
     /// The data page where the last data-area I/O ended (the head's last position).
     head_page: AtomicU64,
     replica_hits: AtomicU64,
+    /// Checksums of the slots' pages (engine/checksum.rs).
+    sums: checksum::SlotSums,
 }
 
 /// Pages whose map cannot be trusted (their segment's summaries are lost, or its newest
@@ -406,7 +425,16 @@ impl Engine {
         }
         let unclean = meta::was_unclean(&sb);
         let loaded = meta::load_summaries(store.as_ref(), &sb)?;
-        let (map, rebuild) = meta::rebuild_map(&layout, &loaded, !unclean)?;
+        let (map, mut rebuild) = meta::rebuild_map(&layout, &loaded, !unclean)?;
+        let sums = checksum::load(
+            store.as_ref(),
+            &layout,
+            &loaded,
+            &map,
+            unclean,
+            opts.data_checksums,
+        )?;
+        rebuild.unverifiable_data_pages = sums.unverifiable.len() as u64;
         let (free, free_report) = crate::freemap::load(store.as_ref(), &sb)?;
         let (replicas, replica_report) = crate::replicas::load(store.as_ref(), &sb, |o, r| {
             !free.is_free(o) && free.is_free(r) && map.lookup(r).is_none()
@@ -436,7 +464,11 @@ impl Engine {
             ind.set_absorb_max_pages(u32::try_from(pages).unwrap_or(u32::MAX));
         }
         let mut dirty_segments = vec![false; layout.segments() as usize];
-        for &s in &rebuild.rewrite_segments {
+        for &s in rebuild
+            .rewrite_segments
+            .iter()
+            .chain(&sums.rewrite_segments)
+        {
             dirty_segments[s as usize] = true;
         }
         if !opts.read_only {
@@ -461,6 +493,7 @@ impl Engine {
             forced_read_only,
             free_map: free_report,
             replica_table: replica_report,
+            unverifiable_pages: sums.unverifiable.iter().map(|&(p, _)| p).collect(),
         };
         for w in report.warnings() {
             tracing::error!("{w}");
@@ -502,6 +535,7 @@ impl Engine {
             heat: Mutex::default(),
             head_page: AtomicU64::new(0),
             replica_hits: AtomicU64::new(0),
+            sums: sums.sums,
         };
         Ok((engine, report))
     }
@@ -547,13 +581,16 @@ impl Engine {
             .ind
             .indirect(req, out)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        if matches!(
+        let absorbed = matches!(
             branch,
             Branch::NoneMappedWriteAbsorbed | Branch::PartialWrite
-        ) {
-            // The map changed (pages absorbed): their segments' summaries must be
-            // rewritten at the next commit.
+        );
+        if absorbed {
             self.counters.absorbed_writes.fetch_add(1, Relaxed);
+        }
+        // The map changed (pages absorbed), or slots' checksums will: their segments'
+        // summaries must be rewritten at the next commit.
+        if absorbed || (req.op == Op::Write && self.sums.enabled()) {
             for io in out.iter().filter(|io| io.region == Region::Bopt) {
                 let first = self.slot_of(io.device_sector);
                 let last = self.slot_of(io.device_sector + io.sectors - 1);
@@ -621,6 +658,7 @@ impl Engine {
                 .read_at(Self::dev_of(io.region), part, io.device_sector * 512)
                 .map_err(|e| self.io_failed(e, "read"))?;
         }
+        self.verify_slot_reads(&ios, buf)?;
         self.zero_free_pages(buf, sector);
         self.counters.reads.fetch_add(1, Relaxed);
         self.counters
@@ -647,6 +685,13 @@ impl Engine {
             sectors: buf.len() as u64 / 512,
         };
         let (_, before) = self.route(req, &mut ios)?;
+        let undo = |e: io::Error| {
+            if !lock(&self.state).ind.restore(&before) {
+                self.fail_persistently("a failed write's map change could not be undone");
+            }
+            e
+        };
+        let sums = self.sums_of_write(&ios, buf).map_err(&undo)?;
         for io in &ios {
             let at = (io.buf_offset_sectors * 512) as usize;
             let part = &buf[at..at + (io.sectors * 512) as usize];
@@ -654,12 +699,11 @@ impl Engine {
                 self.store
                     .write_at(Self::dev_of(io.region), part, io.device_sector * 512)
             {
-                if !lock(&self.state).ind.restore(&before) {
-                    self.fail_persistently("a failed write's map change could not be undone");
-                }
-                return Err(self.io_failed(e, "write"));
+                self.resum_after_failed_write(&ios);
+                return Err(self.io_failed(undo(e), "write"));
             }
         }
+        self.set_sums(&sums);
         self.claim_pages(sector, req.sectors);
         self.counters.writes.fetch_add(1, Relaxed);
         self.counters
@@ -836,9 +880,11 @@ impl Engine {
                 segment: seg,
                 commit,
                 image_id: c.sb.image_id,
-                entries: meta::segment_entries(&self.layout, st.ind.map(), seg),
+                entries: meta::segment_entries(&self.layout, st.ind.map(), seg, |slot| {
+                    self.sums.get(slot)
+                }),
             };
-            out.push((seg, s.encode(self.layout.summary_bytes)));
+            out.push((seg, s.encode(&self.layout)));
         }
         Snapshot {
             summaries: out,
@@ -987,6 +1033,9 @@ impl Engine {
                 .map_err(|e| self.io_failed(e, "copy read"))?;
             at += n;
         }
+        if op.src.region == Region::Bopt {
+            self.verify_copy_source(op.src.first as u32, &buf)?;
+        }
         at = 0;
         for e in op.dst.device_extents(&self.geo) {
             let n = e.bytes() as usize;
@@ -998,6 +1047,9 @@ impl Engine {
                 )
                 .map_err(|e| self.io_failed(e, "copy write"))?;
             at += n;
+        }
+        if op.dst.region == Region::Bopt {
+            self.sum_copied_pages(op.dst.first as u32, &buf);
         }
         self.counters
             .bytes_moved
@@ -1300,6 +1352,8 @@ impl Engine {
             free_pages: lock(&self.free).free_pages(),
             replicas: self.replica_count() as u64,
             replica_hits: self.replica_hits(),
+            data_checksums: self.sums.enabled(),
+            data_checksum_errors: self.counters.data_checksum_errors.load(Relaxed),
         }
     }
 
@@ -1316,6 +1370,17 @@ impl Engine {
     pub fn set_replan_status(&self, s: crate::replan::ReplanStatus) {
         *lock(&self.replan) = Some(s);
     }
+}
+
+/// The warning for pages found unverifiable after an unclean stop.
+fn unverifiable_warning(pages: &[u64]) -> String {
+    let shown: Vec<String> = pages.iter().take(16).map(u64::to_string).collect();
+    format!(
+        "{} pages of the optimized region did not match their checksums after the unclean stop:          each was written since the last FLUSH (a crash may leave old, new or mixed bytes of such          a write) or is damaged, which cannot be told apart, so its contents were taken as found          (FS pages [{}]{})",
+        pages.len(),
+        shown.join(", "),
+        if pages.len() > 16 { ", ..." } else { "" }
+    )
 }
 
 /// The mode `status` reports: the indirector's, except that a finished detach (nothing

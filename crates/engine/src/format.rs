@@ -23,11 +23,21 @@ use thiserror::Error;
 
 pub const SUPERBLOCK_MAGIC: &[u8; 8] = b"RBLKSUPR";
 pub const SUMMARY_MAGIC: &[u8; 8] = b"RBLKSEGS";
-/// Version 2: the superblock's pending-commit field (a commit in progress, see
-/// docs/format.md "Ordering") and both summary copies written at format, so a summary
-/// copy that does not decode is damage, never "not written yet". Version 1 images are
-/// refused: they leave copy 1 zeroed, which version 2 would report as damage.
-pub const FORMAT_VERSION: u32 = 2;
+/// The version `format` writes. Version 3: every summary entry carries the CRC-32C of
+/// the page its slot holds ([`summary_at::ENTRY_DATA_CRC`], docs/format.md "Data
+/// checksums"). Version 2: the superblock's pending-commit field (a commit in progress,
+/// see docs/format.md "Ordering") and both summary copies written at format, so a
+/// summary copy that does not decode is damage, never "not written yet"; version 2
+/// images still open and serve, without data checksums. Version 1 images are refused:
+/// they leave copy 1 zeroed, which version 2 would report as damage.
+pub const FORMAT_VERSION: u32 = 3;
+/// The oldest version this build opens.
+pub const OLDEST_FORMAT_VERSION: u32 = 2;
+/// The first version whose summary entries carry data-page checksums.
+pub const DATA_CRC_VERSION: u32 = 3;
+/// Version of the free-space area's blocks (free-map chunks, replica table): unchanged
+/// since they appeared in format version 2.
+pub const FREE_AREA_VERSION: u32 = 2;
 /// One superblock copy's block; two copies end the BOPT device.
 pub const SUPERBLOCK_BYTES: u64 = 4096;
 
@@ -36,7 +46,8 @@ pub const SUPERBLOCK_BYTES: u64 = 4096;
 pub mod sb_at {
     /// 8 bytes: `RBLKSUPR`.
     pub const MAGIC: usize = 0;
-    /// u32: [`super::FORMAT_VERSION`].
+    /// u32: the image's format version, [`super::OLDEST_FORMAT_VERSION`] ..=
+    /// [`super::FORMAT_VERSION`]; its summaries have the same version.
     pub const VERSION: usize = 8;
     /// u32: `FLAG_*` bits.
     pub const FLAGS: usize = 12;
@@ -87,7 +98,7 @@ pub mod sb_at {
 pub mod summary_at {
     /// 8 bytes: `RBLKSEGS`.
     pub const MAGIC: usize = 0;
-    /// u32: [`super::FORMAT_VERSION`].
+    /// u32: the superblock's version.
     pub const VERSION: usize = 8;
     /// u32: the segment this copy belongs to.
     pub const SEGMENT: usize = 12;
@@ -101,21 +112,34 @@ pub mod summary_at {
     pub const RESERVED: usize = 36;
     /// u32: CRC-32C of bytes `0..CRC` followed by the entry bytes.
     pub const CRC: usize = 60;
-    /// First entry; entry `i` is at `HEADER + ENTRY_BYTES * i`.
+    /// First entry; entry `i` is at `HEADER + entry_bytes(version) * i`.
     pub const HEADER: usize = 64;
-    /// Bytes per entry: FS page u64, BOPT slot u32, flags u32.
+    /// Bytes per entry in version 2: FS page u64, BOPT slot u32, flags u32.
     pub const ENTRY_BYTES: usize = 16;
+    /// Bytes per entry from version 3: version 2's, then the data CRC u32.
+    pub const ENTRY_BYTES_V3: usize = 20;
     /// Within an entry: u64 FS page.
     pub const ENTRY_FS_PAGE: usize = 0;
     /// Within an entry: u32 BOPT slot (= segment * segment_pages + i).
     pub const ENTRY_SLOT: usize = 8;
     /// Within an entry: u32 `ENTRY_*` flags.
     pub const ENTRY_FLAGS: usize = 12;
+    /// Within an entry (version 3): u32 CRC-32C of the whole page the slot holds, as of
+    /// the commit that wrote the summary; meaningful with `ENTRY_CRC`, else zero.
+    pub const ENTRY_DATA_CRC: usize = 16;
+
+    /// Bytes per entry in a summary of `version`.
+    pub fn entry_bytes(version: u32) -> usize {
+        if version >= super::DATA_CRC_VERSION {
+            ENTRY_BYTES_V3
+        } else {
+            ENTRY_BYTES
+        }
+    }
 }
 
 const SUPERBLOCK_USED: usize = sb_at::USED;
 const SUMMARY_HEADER: usize = summary_at::HEADER;
-const ENTRY_BYTES: usize = summary_at::ENTRY_BYTES;
 
 /// Superblock flag: the engine is (or was, at a crash) serving; recovery must treat every
 /// map entry as dirty (seed 001 §3.5.1). The seed's REQUIRE flag.
@@ -130,6 +154,9 @@ const KNOWN_FLAGS: u32 = FLAG_DIRTY | FLAG_NEEDS_CHECK | FLAG_SEPARATE;
 pub const ENTRY_VALID: u32 = 1;
 /// Entry flag: the slot is newer than home. Trusted only after a clean stop.
 pub const ENTRY_DIRTY: u32 = 2;
+/// Entry flag (version 3): the entry's data CRC holds the CRC-32C of the slot's page.
+/// Absent when the engine served with data checksums off.
+pub const ENTRY_CRC: u32 = 4;
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum FormatError {
@@ -166,6 +193,8 @@ fn field(what: &'static str, field: &'static str, why: impl Into<String>) -> For
 /// Sizes and places of everything on the BOPT device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
+    /// The image's format version (2: no data checksums; 3: summary entries carry them).
+    pub version: u32,
     pub data_bytes: u64,
     pub page_bytes: u32,
     pub segment_pages: u32,
@@ -220,7 +249,7 @@ impl Layout {
                 ),
             ));
         }
-        let summary_bytes = summary_bytes_for(r.segment_pages);
+        let summary_bytes = summary_bytes_for(r.segment_pages, FORMAT_VERSION);
         // Per segment: two summary copies and its pages; the meta area is page-rounded.
         let seg_bytes =
             2 * u64::from(summary_bytes) + u64::from(r.segment_pages) * u64::from(r.page_bytes);
@@ -242,6 +271,7 @@ impl Layout {
         }
         let bopt_pages = segments as u32 * r.segment_pages;
         let mut l = Layout {
+            version: FORMAT_VERSION,
             data_bytes: r.data_bytes,
             page_bytes: r.page_bytes,
             segment_pages: r.segment_pages,
@@ -362,12 +392,11 @@ pub fn superblock_offset(device_bytes: u64, copy: u32) -> u64 {
     device_bytes - (2 - u64::from(copy)) * SUPERBLOCK_BYTES
 }
 
-/// Bytes of one summary copy for `segment_pages` entries, a multiple of 4096.
-pub fn summary_bytes_for(segment_pages: u32) -> u32 {
-    round_up(
-        (SUMMARY_HEADER + ENTRY_BYTES * segment_pages as usize) as u64,
-        4096,
-    ) as u32
+/// Bytes of one summary copy for `segment_pages` entries of format `version`, a
+/// multiple of 4096.
+pub fn summary_bytes_for(segment_pages: u32, version: u32) -> u32 {
+    let entries = summary_at::entry_bytes(version) as u64 * u64::from(segment_pages);
+    round_up(SUMMARY_HEADER as u64 + entries, 4096) as u32
 }
 
 /// Bytes of the free-space area for a data area: two copies of one
@@ -415,7 +444,7 @@ impl Superblock {
     /// | offset | size | field |
     /// |---|---|---|
     /// | 0 | 8 | magic `RBLKSUPR` |
-    /// | 8 | 4 | version (2) |
+    /// | 8 | 4 | version (2 or 3) |
     /// | 12 | 4 | flags: 1 DIRTY, 2 NEEDS_CHECK, 4 SEPARATE |
     /// | 16 | 8 | generation |
     /// | 24 | 8 | image id |
@@ -431,7 +460,8 @@ impl Superblock {
     /// | 84 | 4 | summary bytes (one copy) |
     /// | 88 | 8 | commit number |
     /// | 96 | 8 | pending commit (commit + 1 while it is in progress, else 0) |
-    /// | 104 | 20 | zero |
+    /// | 104 | 8 | free-space area bytes (0: none) |
+    /// | 112 | 12 | zero |
     /// | 124 | 4 | CRC-32C of bytes 0..124 |
     /// | 128 | 3968 | zero |
     pub fn encode(&self) -> Vec<u8> {
@@ -439,7 +469,7 @@ impl Superblock {
         let mut b = vec![0u8; SUPERBLOCK_BYTES as usize];
         let l = &self.layout;
         b[at::MAGIC..at::MAGIC + 8].copy_from_slice(SUPERBLOCK_MAGIC);
-        put_u32(&mut b, at::VERSION, FORMAT_VERSION);
+        put_u32(&mut b, at::VERSION, l.version);
         put_u32(&mut b, at::FLAGS, self.flags);
         put_u64(&mut b, at::GENERATION, self.generation);
         put_u64(&mut b, at::IMAGE_ID, self.image_id);
@@ -484,11 +514,13 @@ impl Superblock {
             });
         }
         let version = get_u32(b, at::VERSION);
-        if version != FORMAT_VERSION {
+        if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(field(
                 W,
                 "version",
-                format!("{version} is not supported (this build reads {FORMAT_VERSION})"),
+                format!(
+                    "{version} is not supported (this build reads {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION})"
+                ),
             ));
         }
         if b[at::RESERVED..at::CRC].iter().any(|&x| x != 0) {
@@ -503,6 +535,7 @@ impl Superblock {
             ));
         }
         let layout = Layout {
+            version,
             data_bytes: get_u64(b, at::DATA_BYTES),
             bopt_offset_bytes: get_u64(b, at::BOPT_OFFSET_BYTES),
             freemap_bytes: get_u64(b, at::FREEMAP_BYTES),
@@ -564,7 +597,7 @@ fn validate_layout(l: &Layout, meta_bytes: u64) -> Result<(), FormatError> {
             "read cache + write buffer must be bopt_pages, in whole segments",
         ));
     }
-    if l.summary_bytes != summary_bytes_for(l.segment_pages) {
+    if l.summary_bytes != summary_bytes_for(l.segment_pages, l.version) {
         return Err(field(
             W,
             "summary_bytes",
@@ -632,6 +665,8 @@ pub struct Entry {
     pub fs_page: u64,
     pub slot: u32,
     pub flags: u32,
+    /// CRC-32C of the slot's page (version 3, with `ENTRY_CRC`), else 0.
+    pub data_crc: u32,
 }
 
 impl Entry {
@@ -640,6 +675,10 @@ impl Entry {
     }
     pub fn dirty(&self) -> bool {
         self.flags & ENTRY_DIRTY != 0
+    }
+    /// The checksum of the slot's page, if the entry carries one.
+    pub fn checksum(&self) -> Option<u32> {
+        (self.flags & ENTRY_CRC != 0).then_some(self.data_crc)
     }
 }
 
@@ -660,43 +699,60 @@ impl Summary {
     /// | offset | size | field |
     /// |---|---|---|
     /// | 0 | 8 | magic `RBLKSEGS` |
-    /// | 8 | 4 | version (2) |
+    /// | 8 | 4 | version (the superblock's: 2 or 3) |
     /// | 12 | 4 | segment index |
     /// | 16 | 8 | commit number |
     /// | 24 | 8 | image id (the superblock's) |
     /// | 32 | 4 | entry count (= segment pages) |
     /// | 36 | 24 | zero |
     /// | 60 | 4 | CRC-32C of bytes 0..60 then of the entries |
-    /// | 64 + 16 i | 8 | entry i: FS page |
-    /// | 72 + 16 i | 4 | entry i: BOPT slot (= segment * segment_pages + i) |
-    /// | 76 + 16 i | 4 | entry i: flags (1 VALID, 2 DIRTY) |
-    pub fn encode(&self, summary_bytes: u32) -> Vec<u8> {
+    /// | 64 + E i | 8 | entry i: FS page (E = 16 in version 2, 20 from version 3) |
+    /// | 72 + E i | 4 | entry i: BOPT slot (= segment * segment_pages + i) |
+    /// | 76 + E i | 4 | entry i: flags (1 VALID, 2 DIRTY, 4 CRC from version 3) |
+    /// | 80 + E i | 4 | entry i (version 3): CRC-32C of the slot's page, 0 without CRC |
+    ///
+    /// Entries are encoded as given: a version 2 layout drops their data CRCs and CRC
+    /// flags, since version 2 has no room for them.
+    pub fn encode(&self, l: &Layout) -> Vec<u8> {
         use summary_at as at;
-        let mut b = vec![0u8; summary_bytes as usize];
+        let mut b = vec![0u8; l.summary_bytes as usize];
+        let entry_bytes = at::entry_bytes(l.version);
+        let with_crc = l.version >= DATA_CRC_VERSION;
         b[at::MAGIC..at::MAGIC + 8].copy_from_slice(SUMMARY_MAGIC);
-        put_u32(&mut b, at::VERSION, FORMAT_VERSION);
+        put_u32(&mut b, at::VERSION, l.version);
         put_u32(&mut b, at::SEGMENT, self.segment);
         put_u64(&mut b, at::COMMIT, self.commit);
         put_u64(&mut b, at::IMAGE_ID, self.image_id);
         put_u32(&mut b, at::ENTRIES, self.entries.len() as u32);
         for (i, e) in self.entries.iter().enumerate() {
-            let x = at::HEADER + ENTRY_BYTES * i;
+            let x = at::HEADER + entry_bytes * i;
             put_u64(&mut b, x + at::ENTRY_FS_PAGE, e.fs_page);
             put_u32(&mut b, x + at::ENTRY_SLOT, e.slot);
-            put_u32(&mut b, x + at::ENTRY_FLAGS, e.flags);
+            match e.checksum().filter(|_| with_crc) {
+                Some(crc) => {
+                    put_u32(&mut b, x + at::ENTRY_FLAGS, e.flags);
+                    put_u32(&mut b, x + at::ENTRY_DATA_CRC, crc);
+                }
+                None => put_u32(&mut b, x + at::ENTRY_FLAGS, e.flags & !ENTRY_CRC),
+            }
         }
-        let end = at::HEADER + ENTRY_BYTES * self.entries.len();
+        let end = at::HEADER + entry_bytes * self.entries.len();
         let crc = crc32c(&[&b[..at::CRC], &b[at::HEADER..end]]);
         put_u32(&mut b, at::CRC, crc);
         b
     }
 
-    /// Decodes one copy, checking magic, checksum, version, and that the entry count
-    /// and slots match the expected segment.
-    pub fn decode(b: &[u8], segment: u32, segment_pages: u32) -> Result<Summary, FormatError> {
+    /// Decodes one copy of a format `version` image, checking magic, checksum, version,
+    /// and that the entry count and slots match the expected segment.
+    pub fn decode(
+        b: &[u8],
+        segment: u32,
+        segment_pages: u32,
+        version: u32,
+    ) -> Result<Summary, FormatError> {
         use summary_at as at;
         const W: &str = "segment summary";
-        let need = at::HEADER + ENTRY_BYTES * segment_pages as usize;
+        let need = at::HEADER + at::entry_bytes(version) * segment_pages as usize;
         if b.len() < need {
             return Err(FormatError::Short {
                 what: W,
@@ -729,11 +785,14 @@ impl Summary {
         if b[at::RESERVED..at::CRC].iter().any(|&x| x != 0) {
             return Err(field(W, "reserved", "bytes 36..60 must be zero"));
         }
-        if get_u32(b, at::VERSION) != FORMAT_VERSION {
+        if get_u32(b, at::VERSION) != version {
             return Err(field(
                 W,
                 "version",
-                format!("{} is not supported", get_u32(b, at::VERSION)),
+                format!(
+                    "{} in an image of version {version}",
+                    get_u32(b, at::VERSION)
+                ),
             ));
         }
         if get_u32(b, at::SEGMENT) != segment {
@@ -747,7 +806,7 @@ impl Summary {
             ));
         }
         let entries = (0..n)
-            .map(|i| decode_entry(b, segment, segment_pages, i))
+            .map(|i| decode_entry(b, segment, segment_pages, version, i))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Summary {
             segment,
@@ -761,13 +820,13 @@ impl Summary {
     /// look right and that is marked valid, read without trusting the checksum. Only
     /// used to know which pages a lost segment may have held, so that they answer EIO
     /// rather than stale data; never to serve data.
-    pub fn salvage_pages(b: &[u8], segment: u32, segment_pages: u32) -> Vec<u64> {
-        let need = summary_at::HEADER + ENTRY_BYTES * segment_pages as usize;
+    pub fn salvage_pages(b: &[u8], segment: u32, segment_pages: u32, version: u32) -> Vec<u64> {
+        let need = summary_at::HEADER + summary_at::entry_bytes(version) * segment_pages as usize;
         if b.len() < need {
             return Vec::new();
         }
         (0..segment_pages)
-            .filter_map(|i| decode_entry(b, segment, segment_pages, i).ok())
+            .filter_map(|i| decode_entry(b, segment, segment_pages, version, i).ok())
             .filter(|e| e.valid())
             .map(|e| e.fs_page)
             .collect()
@@ -775,14 +834,26 @@ impl Summary {
 }
 
 /// Entry `i` of a summary of `segment`, checked for its slot and flag bits.
-fn decode_entry(b: &[u8], segment: u32, segment_pages: u32, i: u32) -> Result<Entry, FormatError> {
+fn decode_entry(
+    b: &[u8],
+    segment: u32,
+    segment_pages: u32,
+    version: u32,
+    i: u32,
+) -> Result<Entry, FormatError> {
     use summary_at as at;
     const W: &str = "segment summary";
-    let x = at::HEADER + ENTRY_BYTES * i as usize;
+    let x = at::HEADER + at::entry_bytes(version) * i as usize;
+    let with_crc = version >= DATA_CRC_VERSION;
     let e = Entry {
         fs_page: get_u64(b, x + at::ENTRY_FS_PAGE),
         slot: get_u32(b, x + at::ENTRY_SLOT),
         flags: get_u32(b, x + at::ENTRY_FLAGS),
+        data_crc: if with_crc {
+            get_u32(b, x + at::ENTRY_DATA_CRC)
+        } else {
+            0
+        },
     };
     let want = u64::from(segment) * u64::from(segment_pages) + u64::from(i);
     if u64::from(e.slot) != want {
@@ -792,11 +863,19 @@ fn decode_entry(b: &[u8], segment: u32, segment_pages: u32, i: u32) -> Result<En
             format!("entry {i} names slot {}, expected {want}", e.slot),
         ));
     }
-    if e.flags & !(ENTRY_VALID | ENTRY_DIRTY) != 0 {
+    let known = ENTRY_VALID | ENTRY_DIRTY | if with_crc { ENTRY_CRC } else { 0 };
+    if e.flags & !known != 0 {
         return Err(field(
             W,
             "flags",
-            format!("entry {i} has unknown bits {:#x}", e.flags),
+            format!("entry {i} has unknown bits {:#x}", e.flags & !known),
+        ));
+    }
+    if e.checksum().is_none() && e.data_crc != 0 {
+        return Err(field(
+            W,
+            "data_crc",
+            format!("entry {i} has a data CRC without the CRC flag"),
         ));
     }
     Ok(e)
@@ -838,7 +917,7 @@ pub const FREEMAP_CHUNK_PAGES: u64 = (FREEMAP_CHUNK_BYTES - freemap_at::BITS as 
 pub mod freemap_at {
     /// 8 bytes: `RBLKFREE`.
     pub const MAGIC: usize = 0;
-    /// u32: [`super::FORMAT_VERSION`].
+    /// u32: [`super::FREE_AREA_VERSION`].
     pub const VERSION: usize = 8;
     /// u32: the chunk this copy belongs to.
     pub const CHUNK: usize = 12;
@@ -882,7 +961,7 @@ impl FreeChunk {
         use freemap_at as at;
         let mut b = vec![0u8; FREEMAP_CHUNK_BYTES as usize];
         b[at::MAGIC..at::MAGIC + 8].copy_from_slice(magic);
-        put_u32(&mut b, at::VERSION, FORMAT_VERSION);
+        put_u32(&mut b, at::VERSION, FREE_AREA_VERSION);
         put_u32(&mut b, at::CHUNK, self.chunk);
         put_u64(&mut b, at::COMMIT, self.commit);
         put_u64(&mut b, at::IMAGE_ID, self.image_id);
@@ -919,7 +998,7 @@ impl FreeChunk {
                 computed,
             });
         }
-        if get_u32(b, at::VERSION) != FORMAT_VERSION {
+        if get_u32(b, at::VERSION) != FREE_AREA_VERSION {
             let v = get_u32(b, at::VERSION);
             return Err(field(W, "version", format!("{v} is not supported")));
         }
@@ -1026,35 +1105,65 @@ mod tests {
         assert!(e.contains("write_buffer_pages"), "{e}");
     }
 
-    #[test]
-    fn summary_round_trips_and_checks_its_slots() {
+    fn summary_of_segment_1() -> Summary {
         let entries = (0..16)
             .map(|i| Entry {
                 fs_page: 100 + u64::from(i),
                 slot: 16 + i,
-                flags: if i % 2 == 0 { ENTRY_VALID } else { 0 },
+                flags: if i % 2 == 0 {
+                    ENTRY_VALID | ENTRY_CRC
+                } else {
+                    0
+                },
+                data_crc: if i % 2 == 0 { 0xc0de_0000 + i } else { 0 },
             })
             .collect();
-        let s = Summary {
+        Summary {
             segment: 1,
             commit: 9,
             image_id: 3,
             entries,
-        };
-        let b = s.encode(4096);
-        // Entry 1 (slot 17) at 64 + 16: FS page 101.
-        assert_eq!(u64::from_le_bytes(b[80..88].try_into().unwrap()), 101);
-        assert_eq!(Summary::decode(&b, 1, 16).unwrap(), s);
-        assert!(Summary::decode(&b, 2, 16)
+        }
+    }
+
+    #[test]
+    fn summary_round_trips_and_checks_its_slots() {
+        let s = summary_of_segment_1();
+        let b = s.encode(&layout());
+        // Entry 1 (slot 17) at 64 + 20: FS page 101; entry 2's data CRC at 64 + 40 + 16.
+        assert_eq!(u64::from_le_bytes(b[84..92].try_into().unwrap()), 101);
+        assert_eq!(
+            u32::from_le_bytes(b[120..124].try_into().unwrap()),
+            0xc0de_0002
+        );
+        assert_eq!(Summary::decode(&b, 1, 16, 3).unwrap(), s);
+        assert!(Summary::decode(&b, 2, 16, 3)
             .unwrap_err()
             .to_string()
             .contains("segment"));
         let mut torn = b.clone();
-        torn[64 + 16 * 5] ^= 0xff;
+        torn[64 + 20 * 5] ^= 0xff;
         assert!(matches!(
-            Summary::decode(&torn, 1, 16),
+            Summary::decode(&torn, 1, 16, 3),
             Err(FormatError::Checksum { .. })
         ));
+    }
+
+    #[test]
+    fn version_2_summaries_keep_16_byte_entries_without_data_crcs() {
+        let mut l = layout();
+        l.version = 2;
+        let s = summary_of_segment_1();
+        let b = s.encode(&l);
+        // Entry 1 at 64 + 16, as version 2 wrote it; the CRC flag is not stored.
+        assert_eq!(u64::from_le_bytes(b[80..88].try_into().unwrap()), 101);
+        let back = Summary::decode(&b, 1, 16, 2).unwrap();
+        assert!(back.entries.iter().all(|e| e.checksum().is_none()));
+        assert_eq!(back.entries[2].flags, ENTRY_VALID);
+        // A version 2 copy in a version 3 image is refused by name.
+        let e = Summary::decode(&b, 1, 16, 3).unwrap_err().to_string();
+        assert!(e.contains("checksum") || e.contains("version"), "{e}");
+        assert_eq!(summary_bytes_for(256, 2), summary_bytes_for(256, 3));
     }
 
     #[test]

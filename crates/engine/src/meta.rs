@@ -2,8 +2,8 @@
 //! rebuilding the map from the summaries (seed 001 §3.5.1).
 
 use crate::format::{
-    Entry, FormatError, Layout, Summary, Superblock, ENTRY_DIRTY, ENTRY_VALID, FLAG_DIRTY,
-    FLAG_SEPARATE, SUPERBLOCK_BYTES, SUPERBLOCK_MAGIC,
+    Entry, FormatError, Layout, Summary, Superblock, ENTRY_CRC, ENTRY_DIRTY, ENTRY_VALID,
+    FLAG_DIRTY, FLAG_SEPARATE, SUPERBLOCK_BYTES, SUPERBLOCK_MAGIC,
 };
 use crate::store::{Dev, Store};
 use reblock_layout::{Map, MapError};
@@ -116,7 +116,7 @@ pub fn format(store: &dyn Store, layout: &Layout, image_id: u64) -> Result<Super
         };
         // Both copies, so that a copy which does not decode is always damage (or a torn
         // write of a commit the superblock marks pending), never "not written yet".
-        let bytes = s.encode(layout.summary_bytes);
+        let bytes = s.encode(layout);
         for copy in 0..2 {
             store
                 .write_at(Dev::Bopt, &bytes, layout.summary_offset(seg, copy))
@@ -146,25 +146,40 @@ fn empty_entries(layout: &Layout, seg: u32) -> Vec<Entry> {
             fs_page: 0,
             slot: seg * layout.segment_pages + i,
             flags: 0,
+            data_crc: 0,
         })
         .collect()
 }
 
-/// The entries of one segment as the map holds them now.
-pub fn segment_entries(layout: &Layout, map: &Map, seg: u32) -> Vec<Entry> {
+/// The entries of one segment as the map holds them now; `checksum` gives the CRC-32C
+/// of a mapped slot's page, when known (format version 3, docs/format.md "Data
+/// checksums").
+pub fn segment_entries(
+    layout: &Layout,
+    map: &Map,
+    seg: u32,
+    checksum: impl Fn(u32) -> Option<u32>,
+) -> Vec<Entry> {
     (0..layout.segment_pages)
         .map(|i| {
             let slot = seg * layout.segment_pages + i;
             match map.fs_page_of(slot) {
-                Some(p) => Entry {
-                    fs_page: p,
-                    slot,
-                    flags: ENTRY_VALID | if map.is_dirty(slot) { ENTRY_DIRTY } else { 0 },
-                },
+                Some(p) => {
+                    let crc = checksum(slot);
+                    Entry {
+                        fs_page: p,
+                        slot,
+                        flags: ENTRY_VALID
+                            | if map.is_dirty(slot) { ENTRY_DIRTY } else { 0 }
+                            | if crc.is_some() { ENTRY_CRC } else { 0 },
+                        data_crc: crc.unwrap_or(0),
+                    }
+                }
                 None => Entry {
                     fs_page: 0,
                     slot,
                     flags: 0,
+                    data_crc: 0,
                 },
             }
         })
@@ -215,16 +230,18 @@ fn read_copy(
     store
         .read_at(Dev::Bopt, buf, off)
         .map_err(io_err(format!("summary of segment {seg} copy {copy}")))?;
-    Ok(match Summary::decode(buf, seg, sb.layout.segment_pages) {
-        Ok(s) if s.image_id != sb.image_id => CopyRead::Bad(format!(
-            "image id {:#x} is not this image's {:#x}",
-            s.image_id, sb.image_id
-        )),
-        // Written by a commit whose superblock never became durable: rolled back.
-        Ok(s) if s.commit > sb.commit => CopyRead::Uncommitted,
-        Ok(s) => CopyRead::Committed(s),
-        Err(e) => CopyRead::Bad(e.to_string()),
-    })
+    Ok(
+        match Summary::decode(buf, seg, sb.layout.segment_pages, sb.layout.version) {
+            Ok(s) if s.image_id != sb.image_id => CopyRead::Bad(format!(
+                "image id {:#x} is not this image's {:#x}",
+                s.image_id, sb.image_id
+            )),
+            // Written by a commit whose superblock never became durable: rolled back.
+            Ok(s) if s.commit > sb.commit => CopyRead::Uncommitted,
+            Ok(s) => CopyRead::Committed(s),
+            Err(e) => CopyRead::Bad(e.to_string()),
+        },
+    )
 }
 
 /// Reads both copies of every segment and decides which to trust. A copy that does not
@@ -270,7 +287,7 @@ pub fn load_summaries(store: &dyn Store, sb: &Superblock) -> Result<LoadedSummar
                 out.stale.push(seg);
                 out.untrusted_pages
                     .extend(s.entries.iter().filter(|e| e.valid()).map(|e| e.fs_page));
-                note_salvage(&mut out, &bufs[(1 - c) as usize], seg, l.segment_pages);
+                note_salvage(&mut out, &bufs[(1 - c) as usize], seg, l);
                 out.copy.push(c);
                 out.chosen.push(Some(s.clone()));
             }
@@ -278,7 +295,7 @@ pub fn load_summaries(store: &dyn Store, sb: &Superblock) -> Result<LoadedSummar
                 out.lost.push(seg);
                 let salvaged: Vec<u64> = bufs
                     .iter()
-                    .flat_map(|b| Summary::salvage_pages(b, seg, l.segment_pages))
+                    .flat_map(|b| Summary::salvage_pages(b, seg, l.segment_pages, l.version))
                     .collect();
                 out.untrusted_unknown |= salvaged.is_empty();
                 out.untrusted_pages.extend(salvaged);
@@ -291,8 +308,8 @@ pub fn load_summaries(store: &dyn Store, sb: &Superblock) -> Result<LoadedSummar
 }
 
 /// Adds the pages a damaged copy still names; none readable means they are unknown.
-fn note_salvage(out: &mut LoadedSummaries, bytes: &[u8], seg: u32, segment_pages: u32) {
-    let pages = Summary::salvage_pages(bytes, seg, segment_pages);
+fn note_salvage(out: &mut LoadedSummaries, bytes: &[u8], seg: u32, l: &Layout) {
+    let pages = Summary::salvage_pages(bytes, seg, l.segment_pages, l.version);
     out.untrusted_unknown |= pages.is_empty();
     out.untrusted_pages.extend(pages);
 }
@@ -310,11 +327,7 @@ pub fn erase_leftovers(
             continue;
         };
         store
-            .write_at(
-                Dev::Bopt,
-                &s.encode(l.summary_bytes),
-                l.summary_offset(seg, copy),
-            )
+            .write_at(Dev::Bopt, &s.encode(l), l.summary_offset(seg, copy))
             .map_err(io_err(format!(
                 "erase summary copy {copy} of segment {seg}"
             )))?;
@@ -344,6 +357,9 @@ pub struct RebuildReport {
     pub conflicts: u64,
     /// Segments whose on-disk summary differs from the rebuilt map and must be rewritten.
     pub rewrite_segments: Vec<u32>,
+    /// Pages of the optimized region whose data did not match its durable checksum after
+    /// an unclean stop (written since the last FLUSH, or damaged: cannot be told apart).
+    pub unverifiable_data_pages: u64,
 }
 
 /// Rebuilds the map from the chosen summaries. With `trust_dirty` false (an unclean stop)

@@ -1,19 +1,20 @@
-//! Every later version must open images this version made: a small image made by format
-//! version 2 (committed gzip-compressed in tests/fixtures/v2.img.gz) is opened, its
-//! pages read back, and `check` finds it clean. `REBLOCK_WRITE_FIXTURE=1` regenerates it
-//! (only when the format version changes; keep the old file under its version's name).
+//! Every later version must open images earlier versions made: a small image made by
+//! each format version (committed gzip-compressed in tests/fixtures/vN.img.gz) is
+//! opened, its pages read back, and `check` finds it clean. `REBLOCK_WRITE_FIXTURE=1`
+//! writes the current version's image (only when the format version changes; the older
+//! files stay under their versions' names).
 
 use flate2::read::GzDecoder;
 use reblock_engine::check::check;
-use reblock_engine::format::LayoutRequest;
+use reblock_engine::format::{LayoutRequest, FORMAT_VERSION};
 use reblock_engine::{Engine, EngineOptions, Layout, MemStore};
 use reblock_layout::Plan;
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/v2.img.gz")
+fn fixture(version: u32) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/v{version}.img.gz"))
 }
 
 fn page_of(p: u64) -> Vec<u8> {
@@ -52,15 +53,16 @@ fn make() -> Vec<u8> {
     store.devices().0
 }
 
-#[test]
-fn image_made_by_format_version_2_opens_and_reads_back() {
-    if std::env::var_os("REBLOCK_WRITE_FIXTURE").is_some() {
+/// Opens the fixture of format `version`, checks it and reads every page back; returns
+/// the engine and how many data pages `check` verified against checksums.
+fn opens_and_reads_back(version: u32) -> (Engine, u64) {
+    if std::env::var_os("REBLOCK_WRITE_FIXTURE").is_some() && version == FORMAT_VERSION {
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
         std::io::Write::write_all(&mut gz, &make()).unwrap();
-        std::fs::write(fixture(), gz.finish().unwrap()).unwrap();
+        std::fs::write(fixture(version), gz.finish().unwrap()).unwrap();
     }
     let mut bytes = Vec::new();
-    GzDecoder::new(std::fs::File::open(fixture()).unwrap())
+    GzDecoder::new(std::fs::File::open(fixture(version)).unwrap())
         .read_to_end(&mut bytes)
         .unwrap();
     let store = Arc::new(MemStore::new(bytes, None));
@@ -68,6 +70,7 @@ fn image_made_by_format_version_2_opens_and_reads_back() {
     assert!(rep.is_clean(), "{:?}", rep.problems);
     let (e, open) = Engine::open(store, EngineOptions::default()).unwrap();
     assert!(!open.unclean && open.warnings().is_empty());
+    assert_eq!(e.layout().version, version);
     let map = e.indirector().map().clone();
     assert_eq!(map.lookup(2), Some(0), "read cache as planned");
     assert!(map.lookup(9).is_some(), "write buffer kept");
@@ -76,4 +79,22 @@ fn image_made_by_format_version_2_opens_and_reads_back() {
         e.read_sectors(&mut b, p * 8).unwrap();
         assert_eq!(b, page_of(p), "page {p}");
     }
+    (e, rep.data_pages_verified)
+}
+
+#[test]
+fn image_made_by_format_version_2_opens_and_reads_back_without_data_checksums() {
+    let (e, verified) = opens_and_reads_back(2);
+    assert_eq!(verified, 0);
+    assert!(!e.status().data_checksums, "version 2 has no room for them");
+    // It keeps serving and committing as version 2.
+    e.write_sectors(&page_of(3), 3 * 8).unwrap();
+    e.flush().unwrap();
+}
+
+#[test]
+fn image_made_by_format_version_3_opens_and_verifies_its_data_checksums() {
+    let (e, verified) = opens_and_reads_back(3);
+    assert_eq!(verified, 8, "read cache 2..6 and write buffer 8..12");
+    assert!(e.status().data_checksums);
 }

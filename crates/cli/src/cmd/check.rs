@@ -42,6 +42,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             "{}: data {} bytes, BOPT {} pages in {} segments, generation {}, commit {}, {} pages mapped, flags [{}]",
             a.image.display(), rep.data_bytes, rep.bopt_pages, rep.segments, rep.generation, rep.commit, rep.mapped_pages, rep.flags.join(",")
         );
+        println!(
+            "data checksums: {} mapped pages verified, {} damaged, {} unverifiable after an unclean stop",
+            rep.data_pages_verified,
+            rep.damaged_data_pages.len(),
+            rep.unverifiable_data_pages.len()
+        );
         for n in &rep.notes {
             println!("note: {n}");
         }

@@ -111,6 +111,12 @@ pub struct Args {
     /// Install every plan the policy makes, without the admission guard.
     #[arg(long)]
     pub no_guard: bool,
+    /// Do not compute or verify the CRC-32C kept for every page of the optimized region
+    /// (kept by images formatted by this version: a damaged slot is then detected on
+    /// read and by 'reblock check' instead of served). Pages written meanwhile get a
+    /// checksum again at the next open with checksums on.
+    #[arg(long)]
+    pub no_data_checksums: bool,
     /// The guard's device model, as `evaluate --device` takes it [default: the --emulate
     /// model, else hdd:wd2500aaks].
     #[arg(long, value_name = "SPEC")]
@@ -206,6 +212,7 @@ struct FileConfig {
     emulate: Option<String>,
     emulate_speed: Option<f64>,
     no_guard: Option<bool>,
+    no_data_checksums: Option<bool>,
     guard_device: Option<String>,
 }
 
@@ -285,6 +292,7 @@ fn merge(mut a: Args) -> anyhow::Result<Args> {
     a.emulate = a.emulate.or(c.emulate);
     a.emulate_speed = a.emulate_speed.or(c.emulate_speed);
     a.no_guard |= c.no_guard.unwrap_or(false);
+    a.no_data_checksums |= c.no_data_checksums.unwrap_or(false);
     a.guard_device = a.guard_device.or(c.guard_device);
     a.tls = a.tls.or(c.tls);
     if a.tls_cert.is_none() && a.tls_key.is_none() {
@@ -570,6 +578,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let opts = EngineOptions {
         read_only: a.read_only,
         sequential_cutoff_bytes: (cutoff > 0).then_some(cutoff),
+        data_checksums: !a.no_data_checksums,
         ..EngineOptions::default()
     };
     let store = emulated(&a, opened.store.clone())?;

@@ -36,6 +36,8 @@ struct Shown {
     free_pages: u64,
     replicas: u64,
     replica_hits: u64,
+    data_checksums: bool,
+    data_checksum_errors: u64,
     read_only: bool,
     needs_check: bool,
     uptime_s: f64,
@@ -197,6 +199,17 @@ fn detail_lines(s: &Shown) -> Vec<String> {
             "  free space  {} pages free (trimmed, zeroed or never written: read as zeros); \
              {} FS2 replicas of hot pages, {} reads served from a replica",
             s.free_pages, s.replicas, s.replica_hits
+        ),
+        format!(
+            "  checksums   {}",
+            if s.data_checksums {
+                format!(
+                    "every BOPT page verified on read; {} damaged pages found while serving",
+                    s.data_checksum_errors
+                )
+            } else {
+                "off for data pages (--no-data-checksums, or an image of format version 2)".into()
+            }
         ),
     ];
     if let Some(r) = &s.replan {

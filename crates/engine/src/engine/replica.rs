@@ -224,6 +224,9 @@ impl Engine {
         self.store
             .read_at(dev, &mut buf, at)
             .map_err(|e| self.io_failed(e, "replica read"))?;
+        if let Some(slot) = slot {
+            self.verify_copy_source(slot, &buf)?;
+        }
         self.store
             .write_at(crate::store::Dev::Data, &buf, replica * pb)
             .map_err(|e| self.io_failed(e, "replica write"))?;

@@ -97,6 +97,13 @@ impl Client {
             e => Err(std::io::Error::other(format!("write error {e}"))),
         }
     }
+    /// NBD_CMD_TRIM of `len` bytes at `offset`.
+    pub fn trim(&mut self, offset: u64, len: u32) -> std::io::Result<()> {
+        match self.request(4, 0, offset, len, &[])? {
+            0 => Ok(()),
+            e => Err(std::io::Error::other(format!("trim error {e}"))),
+        }
+    }
     pub fn flush(&mut self) -> std::io::Result<()> {
         match self.request(3, 0, 0, 0, &[])? {
             0 => Ok(()),
