@@ -9,6 +9,7 @@
 //! crate's (graphs, policies); the device models and replay are the device and sim
 //! crates'. This crate only sequences them and accounts.
 
+pub mod array_options;
 pub mod config;
 pub mod free;
 pub mod html;

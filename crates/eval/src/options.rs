@@ -121,6 +121,8 @@ pub struct DeviceEvaluation {
 
 /// What the evaluation reports while it runs.
 pub enum EvalProgress<'a> {
+    /// The trace addresses this many devices (more than one): each is evaluated alone.
+    Split { devices: usize },
     /// A device's evaluation starts, with about this many phases to run.
     Device { phases: u64 },
     /// The device was sized from the data: one line saying how.
@@ -147,6 +149,11 @@ pub fn evaluate_trace(
         )));
     }
     let several = by_device.len() > 1;
+    if several {
+        progress(EvalProgress::Split {
+            devices: by_device.len(),
+        });
+    }
     let mut out = Vec::new();
     for (dev, requests) in by_device {
         let (label, footer) = match several {

@@ -109,7 +109,8 @@ pub fn plan_trace(
     name: &str,
     opts: &PlanOptions,
 ) -> Result<TracePlan, EvalError> {
-    reblock_sim::require_single_device(requests.iter().map(|r| r.device))?;
+    reblock_sim::require_single_device(requests.iter().map(|r| r.device))
+        .map_err(|e| EvalError::Setup(e.to_string()))?;
     if requests.is_empty() {
         return Err(EvalError::Setup(format!(
             "{name}: the trace holds no requests"

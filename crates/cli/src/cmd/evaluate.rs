@@ -163,16 +163,10 @@ pub fn run(args: Args) -> Result<()> {
     };
     let trace = args.input.trace.display().to_string();
     let mut bar = None;
-    let evals = evaluate_trace(requests, &origin, &opts, &mut |p| show(&mut bar, p))
+    let evals = evaluate_trace(requests, &origin, &opts, &mut |p| show(&mut bar, &trace, p))
         .with_context(|| format!("evaluating {trace}"))?;
     if let Some(b) = bar {
         b.finish();
-    }
-    if evals.len() > 1 {
-        eprintln!(
-            "reblock: {trace} addresses {} devices; each is evaluated on a device of its own",
-            evals.len()
-        );
     }
     for e in &evals {
         let dir = match e.trace_device {
@@ -201,8 +195,11 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 /// Progress on stderr: the sized device's line, and a bar of phases per device.
-fn show(bar: &mut Option<Progress>, p: EvalProgress) {
+fn show(bar: &mut Option<Progress>, trace: &str, p: EvalProgress) {
     match p {
+        EvalProgress::Split { devices } => eprintln!(
+            "reblock: {trace} addresses {devices} devices; each is evaluated on a device of its own"
+        ),
         EvalProgress::Sized(c) => eprintln!("{}", c.describe()),
         EvalProgress::Device { phases } => {
             if let Some(b) = bar.take() {
@@ -233,7 +230,8 @@ fn write_report(dir: Option<&std::path::Path>, eval: &Evaluation) -> Result<()> 
 
 /// `--array`: the seed 003 evaluation on the whole trace, read columnar.
 fn run_array(spec: &str, args: &Args) -> Result<()> {
-    let cfg = evaluate_array::config(spec, &args.array, args.policies.as_deref(), args.speed)?;
+    let cfg = evaluate_array::options(spec, &args.array, args.policies.as_deref(), args.speed)
+        .config()?;
     let mut reader = args.input.open()?;
     let mut trace = reblock_trace::Trace::default();
     while let Some(r) = reader.next_request()? {
