@@ -29,6 +29,8 @@ __all__ = [
     "trace_metadata",
     "analyze",
     "simulate",
+    "evaluate",
+    "plan",
     "pairs",
     "DEFAULT_PAIR_WINDOW",
 ]
@@ -138,6 +140,100 @@ def simulate(
     text = _reblock.simulate_json(
         os.fspath(path), device, speed, queue_depth, scheduler, max_merge_sectors,
         window, wrap, format, skip_bad,
+    )
+    return json.loads(text)
+
+
+def evaluate(
+    path: PathLike,
+    *,
+    policies: Optional[str] = None,
+    device: Optional[str] = None,
+    bopt_at: Optional[str] = None,
+    bopt_size: Optional[str] = None,
+    write_buffer: Optional[Union[float, str]] = None,
+    interval: Optional[Union[int, str]] = None,
+    training: Optional[str] = None,
+    speed: Optional[float] = None,
+    sweep: Optional[str] = None,
+    guard: Optional[bool] = None,
+    guard_epoch: Optional[int] = None,
+    trigger: Optional[str] = None,
+    data_area: Optional[str] = None,
+    wrap: Optional[bool] = None,
+    free_space: Optional[str] = None,
+    page_size: Optional[int] = None,
+    min_edge_weight: Optional[int] = None,
+    array: Optional[str] = None,
+    initial: Optional[str] = None,
+    train_fraction: Optional[float] = None,
+    support: Optional[Union[int, str]] = None,
+    session: Optional[str] = None,
+    mine: Optional[str] = None,
+    block_size: Optional[Union[int, str]] = None,
+    max_group: Optional[Union[int, str]] = None,
+    capacity: Optional[Union[int, str]] = None,
+    seed: Optional[int] = None,
+    format: str = "auto",
+    skip_bad: int = 0,
+) -> Dict[str, Any]:
+    """Compares layout policies on the trace at ``path`` by replaying it with periodic
+    reconfiguration: the dict ``reblock evaluate --json`` prints (same keys, same
+    values; timing fields such as ``planning_cpu_s`` are measured anew), with the same
+    options under the flags' names (``bopt_size="64MiB"`` for ``--bopt-size 64MiB``,
+    ``guard=False`` for ``--no-guard``). An option left None takes the CLI's default.
+
+    ``policies`` is a comma separated list (vanilla, hot, borg, dlr-seq, dlr-frag, fs2,
+    borg+fs2). Without ``device`` the disk is sized from the data and the dict carries
+    ``device_choice``. A trace of several devices gives ``{"trace", "devices": [...]}``,
+    each evaluated on a device of its own. Bad options raise ValueError naming the
+    option; an unreadable trace raises :class:`TraceError`.
+
+    With ``array`` (``"ssd:14"``, ``"hdd:100"``, ``"8xhdd:barracuda"``) it is the
+    parallel-array evaluation, as ``evaluate --array``: policies static, parallel,
+    parallel-hdd; ``initial`` (``"zipf:0,0.5,1"``), ``train_fraction``, ``support``
+    (``"1,5,10"``), ``session``, ``mine``, ``block_size``, ``max_group``, ``seed``, and
+    ``capacity``, the colouring capacity W of a disk (``"64MiB"``; default a member's
+    size). Those options apply only with ``array``.
+    """
+    given = dict(policies=policies, device=device, bopt_at=bopt_at, bopt_size=bopt_size,
+                 write_buffer=write_buffer, interval=interval, training=training,
+                 speed=speed, sweep=sweep, guard=guard, guard_epoch=guard_epoch,
+                 trigger=trigger, data_area=data_area, wrap=wrap, free_space=free_space,
+                 page_size=page_size, min_edge_weight=min_edge_weight, array=array,
+                 initial=initial, train_fraction=train_fraction, support=support,
+                 session=session, mine=mine, block_size=block_size, max_group=max_group,
+                 capacity=capacity, seed=seed)
+    options = {k: v for k, v in given.items() if v is not None}
+    text = _reblock.evaluate_json(os.fspath(path), options, format, skip_bad)
+    return json.loads(text)
+
+
+def plan(
+    path: PathLike,
+    policy: str = "borg",
+    *,
+    bopt_size: Union[int, str] = "64MiB",
+    write_buffer: Union[float, str] = 0.2,
+    page_size: int = 4096,
+    min_edge_weight: int = 2,
+    k_window: int = 0,
+    out: Optional[PathLike] = None,
+    format: str = "auto",
+    skip_bad: int = 0,
+) -> Dict[str, Any]:
+    """Plans a layout from the whole trace at ``path``: the dict ``reblock plan --json``
+    prints (the access graph's size, the pages placed, what planning cost), with the
+    same options. ``out`` writes the plan as ``reblock plan --out`` does (plan.json, or
+    for dlr-frag the data-area placement).
+
+    ``policy`` is borg, hot, dlr-seq, dlr-frag or vanilla; the BOPT of ``bopt_size``
+    bytes (``"64MiB"``) gives ``write_buffer`` of itself to the write buffer, the rest
+    bounds the pages placed.
+    """
+    text = _reblock.plan_json(
+        os.fspath(path), policy, str(bopt_size), str(write_buffer), page_size,
+        min_edge_weight, k_window, None if out is None else os.fspath(out), format, skip_bad,
     )
     return json.loads(text)
 

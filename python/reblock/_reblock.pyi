@@ -1,6 +1,6 @@
 """Type hints of the native module (Rust, PyO3); use the functions of ``reblock``."""
 
-from typing import Any, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 class TraceError(Exception):
     """A trace that cannot be read: the message names the file, line or row, and field."""
@@ -41,3 +41,16 @@ def simulate_json(
     skip_bad: int,
 ) -> str: ...
 def parquet_meta(path: str) -> Tuple[Optional[int], Optional[str], Optional[int]]: ...
+def evaluate_json(path: str, options: Dict[str, Any], format: str, skip_bad: int) -> str: ...
+def plan_json(
+    path: str,
+    policy: str,
+    bopt_size: str,
+    write_buffer: str,
+    page_size: int,
+    min_edge_weight: int,
+    k_window: int,
+    out: Optional[str],
+    format: str,
+    skip_bad: int,
+) -> str: ...

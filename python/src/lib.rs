@@ -9,16 +9,20 @@ use std::path::Path;
 
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::exceptions::{PyException, PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyCapsule;
+use pyo3::types::{PyCapsule, PyDict};
 use reblock_analyze::{analyze_trace, device_bytes, sidecar, units, Config};
 use reblock_parallel::pairs::{mine_pairs, PairMining};
 use reblock_parallel::session::{Blocking, OpFilter, SessionConfig, SessionMode};
 use reblock_eval::config::parse_duration_ns;
+use reblock_eval::array_options::ArrayOptions;
+use reblock_eval::options::TraceOrigin;
+use reblock_eval::sizing::DEFAULT_DISKS;
+use reblock_eval::{evaluate_trace, evaluation_json, plan_trace, EvalOptions, PlanOptions};
 use reblock_sim::{Pacing, Replay, SimulationOutput, TraceSource};
 use reblock_trace::parquet::TraceBatches;
-use reblock_trace::{FormatChoice, ReadOptions, TraceReader, SECTOR_BYTES};
+use reblock_trace::{FormatChoice, ReadOptions, Request, TraceReader, SECTOR_BYTES};
 
 create_exception!(
     _reblock,
@@ -193,6 +197,179 @@ fn simulate_json(
     serde_json::to_string(&out).map_err(bad_argument)
 }
 
+/// Every request of the trace at `path`, and the device size its Parquet footer records.
+fn read_all(path: &str, format: &str, skip_bad: usize) -> PyResult<(Vec<Request>, Option<u64>)> {
+    let mut reader = open(path, format, skip_bad)?;
+    let mut requests = Vec::new();
+    while let Some(r) = reader.next_request().map_err(trace_error)? {
+        requests.push(r);
+    }
+    let footer = reader.parquet_meta().and_then(|m| m.device_sectors);
+    Ok((requests, footer))
+}
+
+fn eval_error(path: &str, e: reblock_eval::EvalError) -> PyErr {
+    match e {
+        reblock_eval::EvalError::Param(_) => bad_argument(e),
+        e => TraceError::new_err(format!("evaluating {path}: {e}")),
+    }
+}
+
+/// `evaluate --json` of the trace at `path`; options left `None` take the CLI's defaults.
+#[pyfunction]
+#[pyo3(signature = (path, options, format, skip_bad))]
+fn evaluate_json(
+    py: Python<'_>,
+    path: &str,
+    options: &Bound<'_, PyDict>,
+    format: &str,
+    skip_bad: usize,
+) -> PyResult<String> {
+    if options.contains("array")? {
+        return evaluate_array_json(py, path, options, format, skip_bad);
+    }
+    let opts = eval_options(options)?;
+    let first = opts.device.as_deref().unwrap_or(DEFAULT_DISKS[0]);
+    opts.config(first).map_err(|e| eval_error(path, e))?;
+    let (requests, footer_sectors) = read_all(path, format, skip_bad)?;
+    let origin = TraceOrigin {
+        path: Path::new(path),
+        footer_sectors,
+    };
+    let evals = py
+        .allow_threads(|| evaluate_trace(requests, &origin, &opts, &mut |_| {}))
+        .map_err(|e| eval_error(path, e))?;
+    Ok(evaluation_json(path, &evals).to_string())
+}
+
+/// The evaluation options from the keyword arguments `evaluate` was given (Python
+/// names: the CLI's flags with `_` for `-`); the rest keep the CLI's defaults.
+fn eval_options(kw: &Bound<'_, PyDict>) -> PyResult<EvalOptions> {
+    let mut o = EvalOptions::default();
+    for (key, value) in kw.iter() {
+        let key: String = key.extract()?;
+        let text = || -> PyResult<String> { Ok(value.str()?.to_string()) };
+        match key.as_str() {
+            "policies" => o.policies = Some(text()?),
+            "device" => o.device = Some(text()?),
+            "bopt_at" => o.bopt_at = text()?,
+            "bopt_size" => o.bopt_size = text()?,
+            "write_buffer" => o.write_buffer = text()?,
+            "interval" => o.interval = text()?,
+            "training" => o.training = text()?,
+            "speed" => o.speed = Some(value.extract()?),
+            "sweep" => o.sweep = Some(text()?),
+            "guard" => o.guard = value.extract()?,
+            "guard_epoch" => o.guard_epoch = value.extract()?,
+            "trigger" => o.trigger = text()?,
+            "data_area" => o.data_area = Some(text()?),
+            "wrap" => o.wrap = value.extract()?,
+            "free_space" => o.free_space = text()?,
+            "page_size" => o.page_size = value.extract()?,
+            "min_edge_weight" => o.min_edge_weight = value.extract()?,
+            other => {
+                let why = format!("evaluate: no option `{other}` (array options need `array`)");
+                return Err(bad_argument(why));
+            }
+        }
+    }
+    Ok(o)
+}
+
+/// `evaluate --array SPEC --json` of the trace at `path`: the parallel-array evaluation.
+fn evaluate_array_json(
+    py: Python<'_>,
+    path: &str,
+    kw: &Bound<'_, PyDict>,
+    format: &str,
+    skip_bad: usize,
+) -> PyResult<String> {
+    let cfg = array_options(kw)?
+        .config()
+        .map_err(|e| eval_error(path, e))?;
+    let mut reader = open(path, format, skip_bad)?;
+    let mut trace = reblock_trace::Trace::default();
+    while let Some(r) = reader.next_request().map_err(trace_error)? {
+        trace.push(r);
+    }
+    if trace.is_empty() {
+        return Err(TraceError::new_err(format!("{path}: the trace holds no requests")));
+    }
+    reblock_sim::require_single_device(trace.device.iter().copied())
+        .map_err(|e| TraceError::new_err(e.to_string()))?;
+    let out = py
+        .allow_threads(|| reblock_parallel::evaluate_array(&trace, path, &cfg, |_| {}))
+        .map_err(|e| TraceError::new_err(format!("evaluating {path}: {e}")))?;
+    serde_json::to_string(&out).map_err(bad_argument)
+}
+
+/// The array evaluation's options from `evaluate`'s keyword arguments.
+fn array_options(kw: &Bound<'_, PyDict>) -> PyResult<ArrayOptions> {
+    let mut o = ArrayOptions::default();
+    for (key, value) in kw.iter() {
+        let key: String = key.extract()?;
+        let text = || -> PyResult<String> { Ok(value.str()?.to_string()) };
+        match key.as_str() {
+            "array" => o.array = text()?,
+            "policies" => o.policies = Some(text()?),
+            "speed" => o.speed = Some(value.extract()?),
+            "initial" => o.initial = text()?,
+            "train_fraction" => o.train_fraction = value.extract()?,
+            "support" => o.support = text()?,
+            "session" => o.session = text()?,
+            "mine" => o.mine = text()?,
+            "block_size" => o.block_size = text()?,
+            "max_group" => o.max_group = text()?,
+            "capacity" => o.capacity = Some(text()?),
+            "seed" => o.seed = value.extract()?,
+            other => {
+                let why = format!("evaluate: `{other}` does not apply to an array evaluation");
+                return Err(bad_argument(why));
+            }
+        }
+    }
+    Ok(o)
+}
+
+/// `plan --json` of the trace at `path` (and the plan file's text when `out` is given).
+#[pyfunction]
+#[pyo3(signature = (path, policy, bopt_size, write_buffer, page_size, min_edge_weight, k_window, out, format, skip_bad))]
+#[allow(clippy::too_many_arguments)]
+fn plan_json(
+    py: Python<'_>,
+    path: &str,
+    policy: &str,
+    bopt_size: &str,
+    write_buffer: &str,
+    page_size: u32,
+    min_edge_weight: u64,
+    k_window: usize,
+    out: Option<&str>,
+    format: &str,
+    skip_bad: usize,
+) -> PyResult<String> {
+    let opts = PlanOptions {
+        policy: policy.to_string(),
+        bopt_size: bopt_size.to_string(),
+        write_buffer: write_buffer.to_string(),
+        page_size,
+        min_edge_weight,
+        k_window,
+    };
+    opts.check().map_err(bad_argument)?;
+    let (requests, _) = read_all(path, format, skip_bad)?;
+    let plan = py
+        .allow_threads(|| plan_trace(&requests, path, &opts))
+        .map_err(|e| TraceError::new_err(e.to_string()))?;
+    if let Some(out) = out {
+        let text = plan.file_text().map_err(|e| TraceError::new_err(e.to_string()))?;
+        std::fs::write(out, text + "\n")
+            .map_err(|e| PyOSError::new_err(format!("writing {out}: {e}")))?;
+    }
+    let summary = plan.summary(path.to_string(), out.map(str::to_string));
+    serde_json::to_string(&summary).map_err(bad_argument)
+}
+
 /// The reblock metadata of a Parquet trace: (device_sectors, source_format, schema_version).
 #[pyfunction]
 fn parquet_meta(path: &str) -> PyResult<(Option<u64>, Option<String>, Option<u32>)> {
@@ -208,5 +385,7 @@ fn _reblock(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pairs_json, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_json, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_meta, m)?)?;
+    m.add_function(wrap_pyfunction!(evaluate_json, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_json, m)?)?;
     Ok(())
 }

@@ -86,3 +86,86 @@ def test_errors_name_the_file_line_and_field(tmp_path):
         reblock.pairs(KERNEL, mine="sometimes")
     with pytest.raises(reblock.TraceError, match="missing.txt"):
         reblock.read_trace(tmp_path / "missing.txt")
+
+
+#: Measured anew on every run: CPU and wall time, peak memory.
+TIMINGS = {"cpu_s", "wall_s", "peak_rss_bytes", "planning_cpu_s"}
+
+
+def without_timings(v):
+    if isinstance(v, dict):
+        return {k: without_timings(x) for k, x in v.items() if k not in TIMINGS}
+    if isinstance(v, list):
+        return [without_timings(x) for x in v]
+    return v
+
+
+@pytest.fixture(scope="session")
+def kernel_head(tmp_path_factory):
+    """The kernel trace's first 20,000 requests, as Parquet written by pyarrow."""
+    out = tmp_path_factory.mktemp("head") / "kernel_head.parquet"
+    pq.write_table(reblock.read_trace(KERNEL).slice(0, 20_000), out)
+    return out
+
+
+def test_evaluate_is_the_clis_json(kernel_head):
+    got = reblock.evaluate(kernel_head, policies="vanilla,borg")
+    want = cli_json("evaluate", str(kernel_head), "--policies", "vanilla,borg")
+    assert without_timings(got) == without_timings(want)
+    assert got["device_choice"]["data_area_from"] in ("metadata", "trace span")
+    assert set(got["policies"]) == {"vanilla", "borg"}
+    got = reblock.evaluate(kernel_head, policies="hot", device="hdd:barracuda", wrap=True,
+                           bopt_size="16MiB", guard=False, interval=2, page_size=8192)
+    want = cli_json("evaluate", str(kernel_head), "--policies", "hot", "--device",
+                    "hdd:barracuda", "--wrap", "--bopt-size", "16MiB", "--no-guard",
+                    "--interval", "2", "--page-size", "8192")
+    assert without_timings(got) == without_timings(want)
+    assert "device_choice" not in got and got["config"]["guard"] is False
+
+
+def test_evaluate_lays_out_each_trace_device_on_its_own(tmp_path):
+    trace = tmp_path / "two.txt"
+    lines = [f"{i * 1000} 1 app {(i * 97) % 4096 * 8} 8 {'RW'[i % 3 == 0]} {i % 2}"
+             for i in range(4000)]
+    trace.write_text("\n".join(lines) + "\n")
+    got = reblock.evaluate(trace, policies="vanilla,hot", format="native")
+    want = cli_json("evaluate", str(trace), "--policies", "vanilla,hot", "--format",
+                    "native")
+    assert without_timings(got) == without_timings(want)
+    assert [d["trace_device"] for d in got["devices"]] == [0, 1]
+
+
+def test_evaluate_refuses_bad_options_by_name(kernel_head):
+    with pytest.raises(ValueError, match="interval"):
+        reblock.evaluate(kernel_head, interval="soon")
+    with pytest.raises(ValueError, match="no option"):
+        reblock._reblock.evaluate_json(str(kernel_head), {"colour": "red"}, "auto", 0)
+
+
+def test_plan_is_the_clis_json(kernel_parquet, tmp_path):
+    out = tmp_path / "plan.json"
+    got = reblock.plan(kernel_parquet, "borg", out=out)
+    cli_out = tmp_path / "cli-plan.json"
+    want = cli_json("plan", str(kernel_parquet), "--out", str(cli_out))
+    assert without_timings(got) == without_timings({**want, "out": str(out)})
+    assert got["pages_placed"] > 0 and got["policy"] == "borg"
+    assert out.read_text() == cli_out.read_text()
+    got = reblock.plan(KERNEL, "dlr-seq", bopt_size="8MiB", write_buffer=0.1, k_window=4)
+    want = cli_json("plan", str(KERNEL), "--policy", "dlr-seq", "--bopt-size", "8MiB",
+                    "--write-buffer", "0.1", "--k-window", "4")
+    assert without_timings(got) == without_timings(want)
+    with pytest.raises(ValueError, match="page-size"):
+        reblock.plan(KERNEL, page_size=1000)
+
+
+def test_evaluate_array_with_capacity_is_the_clis_json(kernel_head):
+    flags = dict(array="ssd:4", initial="zipf:0.5", support=2, capacity="4MiB")
+    got = reblock.evaluate(kernel_head, **flags)
+    want = cli_json("evaluate", str(kernel_head), "--array", "ssd:4", "--initial",
+                    "zipf:0.5", "--support", "2", "--capacity", "4MiB")
+    assert without_timings(got) == without_timings(want)
+    assert got["disks"] == 4 and got["runs"][0]["support"] == 2
+    with pytest.raises(ValueError, match="capacity"):
+        reblock.evaluate(kernel_head, **{**flags, "capacity": "100"})
+    with pytest.raises(ValueError, match="array"):
+        reblock.evaluate(kernel_head, capacity="1GiB")

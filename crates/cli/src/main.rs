@@ -6,7 +6,6 @@ use clap::{Parser, Subcommand};
 mod cmd;
 mod input;
 mod progress;
-mod sizing;
 
 /// reblock: a self-optimizing block storage layer.
 ///

@@ -9,22 +9,28 @@
 //! crate's (graphs, policies); the device models and replay are the device and sim
 //! crates'. This crate only sequences them and accounts.
 
+pub mod array_options;
 pub mod config;
 pub mod free;
 pub mod html;
 pub mod layout;
 pub mod online;
+pub mod options;
+pub mod plan_trace;
 pub mod planner;
 pub mod replay;
 pub mod replicas;
 pub mod results;
 pub mod run;
+pub mod sizing;
 pub mod sweep;
 pub mod workload;
 
 use std::collections::BTreeMap;
 
 pub use config::{BoptAt, BoptSize, DataArea, EvalConfig, Interval, ParamError, Training, Trigger};
+pub use options::{evaluate_trace, evaluation_json, EvalOptions};
+pub use plan_trace::{plan_trace, PlanOptions, TracePlan};
 pub use results::{
     Admission, Choice, Evaluation, GeometrySummary, PhaseKind, PhaseResult, PolicyResult, SweepRun,
 };
@@ -40,6 +46,9 @@ pub enum EvalError {
     Setup(String),
     #[error(transparent)]
     Device(reblock_device::SpecError),
+    /// A capture's .meta.json beside the trace that cannot be read (path and why).
+    #[error("{0}")]
+    Sidecar(String),
     #[error(transparent)]
     FreeSpace(#[from] free::FreeSpaceError),
     #[error("replay: {0}")]

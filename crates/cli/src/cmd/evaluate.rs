@@ -5,16 +5,13 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use reblock_eval::config::parse_fraction;
-use reblock_eval::{
-    BoptAt, BoptSize, DataArea, EvalConfig, Evaluation, Interval, PolicyResult, Sweep, Training,
-    Trigger,
-};
+use reblock_eval::options::{EvalProgress, TraceOrigin};
+use reblock_eval::sizing::DEFAULT_DISKS;
+use reblock_eval::{evaluate_trace, evaluation_json, EvalOptions, Evaluation, PolicyResult, Sweep};
 
 use super::evaluate_array::{self, ArrayArgs};
 use crate::input::{report_bad_lines, TraceInput};
 use crate::progress::Progress;
-use crate::sizing::{self, DeviceChoice, DEFAULT_DISKS};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -117,49 +114,39 @@ pub struct Args {
     pub array: ArrayArgs,
 }
 
-/// The BORG-style policies compared when `--policies` is not given.
-const DEFAULT_POLICIES: &str = "vanilla,hot,borg,dlr-seq,dlr-frag";
-
-fn config(args: &Args, device: &str) -> Result<EvalConfig> {
-    if args.page_size == 0 || !args.page_size.is_multiple_of(512) {
-        anyhow::bail!(
-            "--page-size: {} is not a positive multiple of 512",
-            args.page_size
-        );
-    }
-    Ok(EvalConfig {
-        policies: args
-            .policies
-            .as_deref()
-            .unwrap_or(DEFAULT_POLICIES)
-            .split(',')
-            .map(|s| s.trim().to_string())
-            .collect(),
-        device: device.to_string(),
-        bopt_at: BoptAt::parse(&args.bopt_at)?,
-        bopt_size: BoptSize::parse(&args.bopt_size)?,
-        write_buffer_fraction: parse_fraction("write-buffer", &args.write_buffer)?,
-        interval: Interval::parse(&args.interval)?,
-        training: Training::parse(&args.training)?,
-        trigger: Trigger::parse(&args.trigger)?,
-        speed: args.speed.unwrap_or(168.0),
+/// The flags as the library's options: one path for the CLI and the Python package.
+fn options(args: &Args) -> EvalOptions {
+    EvalOptions {
+        policies: args.policies.clone(),
+        device: args.device.clone(),
+        bopt_at: args.bopt_at.clone(),
+        bopt_size: args.bopt_size.clone(),
+        write_buffer: args.write_buffer.clone(),
+        interval: args.interval.clone(),
+        training: args.training.clone(),
+        speed: args.speed,
+        sweep: args.sweep.clone(),
         guard: !args.no_guard,
-        guard_epoch_requests: args.guard_epoch,
-        page_sectors: args.page_size / 512,
-        min_edge_weight: args.min_edge_weight,
-        data_area: DataArea::parse(args.data_area.as_deref().unwrap_or("device"))?,
+        guard_epoch: args.guard_epoch,
+        trigger: args.trigger.clone(),
+        data_area: args.data_area.clone(),
         wrap: args.wrap,
-        free_space: reblock_eval::free::FreeSpace::parse(&args.free_space)?,
-    })
+        free_space: args.free_space.clone(),
+        page_size: args.page_size,
+        min_edge_weight: args.min_edge_weight,
+    }
 }
 
 pub fn run(args: Args) -> Result<()> {
     if let Some(spec) = &args.array.array {
         return run_array(spec, &args);
     }
-    let cfg = config(&args, args.device.as_deref().unwrap_or(DEFAULT_DISKS[0]))?;
-    cfg.validate()?;
-    let sweep = args.sweep.as_deref().map(Sweep::parse).transpose()?;
+    let opts = options(&args);
+    // Bad flags are reported before the trace is read.
+    opts.config(opts.device.as_deref().unwrap_or(DEFAULT_DISKS[0]))?;
+    if let Some(s) = &opts.sweep {
+        Sweep::parse(s)?;
+    }
     let (mut reader, mut progress) = args.input.open_with_progress("reading")?;
     let mut requests = Vec::new();
     while let Some(r) = reader.next_request()? {
@@ -170,108 +157,65 @@ pub fn run(args: Args) -> Result<()> {
     }
     progress.finish();
     report_bad_lines(&reader);
-    let footer = reader.parquet_meta().and_then(|m| m.device_sectors);
+    let origin = TraceOrigin {
+        path: &args.input.trace,
+        footer_sectors: reader.parquet_meta().and_then(|m| m.device_sectors),
+    };
     let trace = args.input.trace.display().to_string();
-    let by_device = split_by_device(requests);
-    if by_device.len() <= 1 {
-        let requests = by_device.into_values().next().unwrap_or_default();
-        let (eval, choice) = evaluate_one(&args, cfg, &requests, footer, &trace, sweep.as_ref())?;
-        write_report(args.report.as_deref(), &eval)?;
-        if args.json {
-            println!("{}", with_choice(&eval, choice.as_ref())?);
-        } else {
-            print_tables(&eval);
-        }
-        return Ok(());
+    let mut bar = None;
+    let evals = evaluate_trace(requests, &origin, &opts, &mut |p| show(&mut bar, &trace, p))
+        .with_context(|| format!("evaluating {trace}"))?;
+    if let Some(b) = bar {
+        b.finish();
     }
-    // Several devices (an MSR or UMass trace of a whole server): each has its own layout,
-    // so each is evaluated alone on its own disk, never merged onto one.
-    eprintln!(
-        "reblock: {trace} addresses {} devices; each is evaluated on a device of its own",
-        by_device.len()
-    );
-    let mut devices = Vec::new();
-    for (dev, requests) in by_device {
-        let label = format!("{trace} (trace device {dev})");
-        let (eval, choice) =
-            evaluate_one(&args, cfg.clone(), &requests, None, &label, sweep.as_ref())?;
-        let dir = args
-            .report
-            .as_ref()
-            .map(|d| d.join(format!("device-{dev}")));
-        write_report(dir.as_deref(), &eval)?;
+    for e in &evals {
+        let dir = match e.trace_device {
+            Some(dev) => args
+                .report
+                .as_ref()
+                .map(|d| d.join(format!("device-{dev}"))),
+            None => args.report.clone(),
+        };
+        write_report(dir.as_deref(), &e.evaluation)?;
         if args.json {
-            let mut v = with_choice(&eval, choice.as_ref())?;
-            if let Some(obj) = v.as_object_mut() {
-                obj.insert("trace_device".into(), dev.into());
-            }
-            devices.push(v);
-        } else {
+            continue;
+        }
+        if let Some(dev) = e.trace_device {
             println!("== trace device {dev}");
-            print_tables(&eval);
+        }
+        print_tables(&e.evaluation);
+        if e.trace_device.is_some() {
             println!();
         }
     }
     if args.json {
-        println!(
-            "{}",
-            serde_json::json!({ "trace": trace, "devices": devices })
-        );
+        println!("{}", evaluation_json(&trace, &evals));
     }
     Ok(())
 }
 
-/// The trace's requests by the device they address, in device order.
-fn split_by_device(
-    mut requests: Vec<reblock_trace::Request>,
-) -> std::collections::BTreeMap<u32, Vec<reblock_trace::Request>> {
-    // The vector grew by doubling: give back the unused part (up to half of it).
-    requests.shrink_to_fit();
-    // One device (the usual trace): the requests move over as they are, without a copy.
-    if let Some(device) = requests.first().map(|r| r.device) {
-        if requests.iter().all(|r| r.device == device) {
-            return std::collections::BTreeMap::from([(device, requests)]);
+/// Progress on stderr: the sized device's line, and a bar of phases per device.
+fn show(bar: &mut Option<Progress>, trace: &str, p: EvalProgress) {
+    match p {
+        EvalProgress::Split { devices } => eprintln!(
+            "reblock: {trace} addresses {devices} devices; each is evaluated on a device of its own"
+        ),
+        EvalProgress::Sized(c) => eprintln!("{}", c.describe()),
+        EvalProgress::Device { phases } => {
+            if let Some(b) = bar.take() {
+                b.finish();
+            }
+            *bar = Some(Progress::new("evaluating", "phases", Some(phases)));
+        }
+        EvalProgress::Phase(point, policy, phase) => {
+            let Some(bar) = bar.as_mut() else { return };
+            if bar.position() + 1 >= bar.length().unwrap_or(0) {
+                bar.inc_length(1);
+            }
+            bar.set_message(format!("{point}: {policy} {phase}"));
+            bar.inc(1);
         }
     }
-    let mut by: std::collections::BTreeMap<u32, Vec<reblock_trace::Request>> = Default::default();
-    for r in requests {
-        by.entry(r.device).or_default().push(r);
-    }
-    by
-}
-
-/// One device's requests: sized from the data when no `--device` is given, then every
-/// policy evaluated.
-fn evaluate_one(
-    args: &Args,
-    mut cfg: EvalConfig,
-    requests: &[reblock_trace::Request],
-    footer: Option<u64>,
-    trace: &str,
-    sweep: Option<&Sweep>,
-) -> Result<(Evaluation, Option<DeviceChoice>)> {
-    let choice = match &args.device {
-        Some(_) => None,
-        None => Some(size_from_data(args, &mut cfg, requests, footer)?),
-    };
-    let points = 1 + sweep.map_or(0, |s| s.points.iter().map(|p| p.1.len()).sum());
-    let phases = match cfg.interval {
-        Interval::Count { reconfigurations } => 2 * reconfigurations as u64 + 1,
-        Interval::Every { .. } => 9,
-    };
-    let total = points as u64 * cfg.policies.len() as u64 * phases;
-    let mut bar = Progress::new("evaluating", "phases", Some(total));
-    let mut progress = |point: &str, policy: &str, phase: &str| {
-        if bar.position() + 1 >= bar.length().unwrap_or(0) {
-            bar.inc_length(1);
-        }
-        bar.set_message(format!("{point}: {policy} {phase}"));
-        bar.inc(1);
-    };
-    let eval = reblock_eval::evaluate(requests, trace, &cfg, sweep, &mut progress)
-        .with_context(|| format!("evaluating {trace}"))?;
-    bar.finish();
-    Ok((eval, choice))
 }
 
 fn write_report(dir: Option<&std::path::Path>, eval: &Evaluation) -> Result<()> {
@@ -284,45 +228,10 @@ fn write_report(dir: Option<&std::path::Path>, eval: &Evaluation) -> Result<()> 
     Ok(())
 }
 
-/// The evaluation as JSON with the sized-default choice beside it.
-fn with_choice(eval: &Evaluation, choice: Option<&DeviceChoice>) -> Result<serde_json::Value> {
-    let mut v = serde_json::to_value(eval)?;
-    if let (Some(c), Some(obj)) = (choice, v.as_object_mut()) {
-        obj.insert("device_choice".into(), serde_json::to_value(c)?);
-    }
-    Ok(v)
-}
-
-/// No `--device`: the data area and the disk from the data (see [`crate::sizing`]), unless
-/// `--data-area` names the data area itself.
-fn size_from_data(
-    args: &Args,
-    cfg: &mut EvalConfig,
-    requests: &[reblock_trace::Request],
-    footer_sectors: Option<u64>,
-) -> Result<DeviceChoice> {
-    // An auto-sized region is bounded by a tenth of the disk, not known yet: size it
-    // from the working set alone to pick a disk that holds both.
-    let bopt_bytes = match cfg.bopt_size {
-        BoptSize::Bytes(b) => b,
-        BoptSize::Auto => reblock_eval::workload::auto_bopt_bytes(requests, cfg, u64::MAX / 1024),
-    };
-    let (bopt_pages, _) = reblock_eval::workload::bopt_pages(bopt_bytes, cfg.page_sectors);
-    let bopt_sectors = bopt_pages * u64::from(cfg.page_sectors);
-    let trace_end = requests.iter().map(|r| r.end_sector()).max().unwrap_or(0);
-    let choice = sizing::choose(&args.input.trace, trace_end, bopt_sectors, footer_sectors)?;
-    cfg.device = choice.device.clone();
-    if args.data_area.is_none() {
-        cfg.data_area = DataArea::Sectors(choice.data_sectors);
-        cfg.wrap |= choice.wrapped;
-    }
-    eprintln!("{}", choice.describe());
-    Ok(choice)
-}
-
 /// `--array`: the seed 003 evaluation on the whole trace, read columnar.
 fn run_array(spec: &str, args: &Args) -> Result<()> {
-    let cfg = evaluate_array::config(spec, &args.array, args.policies.as_deref(), args.speed)?;
+    let cfg = evaluate_array::options(spec, &args.array, args.policies.as_deref(), args.speed)
+        .config()?;
     let mut reader = args.input.open()?;
     let mut trace = reblock_trace::Trace::default();
     while let Some(r) = reader.next_request()? {
@@ -448,5 +357,16 @@ fn print_phases(e: &Evaluation) {
             }
         }
         println!();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flags_defaults_are_the_librarys() {
+        let args: Args = super::super::parse_flags(&["evaluate", "t.trace"]);
+        assert_eq!(options(&args), EvalOptions::default());
     }
 }

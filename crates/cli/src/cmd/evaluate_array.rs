@@ -5,12 +5,11 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use reblock_eval::config::{parse_duration_ns, parse_size_bytes};
+use reblock_eval::array_options::ArrayOptions;
 use reblock_parallel::report::{text_summary, write_html};
-use reblock_parallel::session::{OpFilter, SessionMode};
-use reblock_parallel::{evaluate_array, ArrayEvalConfig, ArraySpec, Policy};
+use reblock_parallel::{evaluate_array, ArrayEvalConfig};
 use reblock_trace::Trace;
 
 /// The flags of the array evaluation; `--array` switches `evaluate` to it.
@@ -75,103 +74,30 @@ pub struct ArrayArgs {
     pub seed: u64,
 }
 
-/// The array policies when `--policies` is not given.
-const DEFAULT_POLICIES: &str = "static,parallel";
+pub(crate) use reblock_eval::array_options::{parse_ops, parse_session, sectors_of};
 
-fn parse_alphas(s: &str) -> Result<Vec<f64>> {
-    let Some(list) = s.strip_prefix("zipf:") else {
-        bail!("--initial `{s}`: expected zipf:ALPHA[,ALPHA...], e.g. zipf:0,0.5,1");
-    };
-    list.split(',')
-        .map(|a| {
-            a.trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|a| a.is_finite() && *a >= 0.0)
-                .with_context(|| format!("--initial `{s}`: alpha `{a}` is not a number >= 0"))
-        })
-        .collect()
-}
-
-fn parse_supports(s: &str) -> Result<Vec<u32>> {
-    s.split(',')
-        .map(|v| {
-            v.trim()
-                .parse::<u32>()
-                .ok()
-                .filter(|&v| v >= 1)
-                .with_context(|| format!("--support `{s}`: `{v}` is not a whole number >= 1"))
-        })
-        .collect()
-}
-
-pub(crate) fn parse_session(s: &str) -> Result<SessionMode> {
-    if s == "request" {
-        return Ok(SessionMode::Request);
-    }
-    parse_duration_ns(s)
-        .map(SessionMode::WindowNs)
-        .map_err(|e| anyhow::anyhow!("--session: {e}; or `request`"))
-}
-
-pub(crate) fn parse_ops(s: &str) -> Result<OpFilter> {
-    OpFilter::parse(s).with_context(|| format!("--mine `{s}`: expected reads, writes or both"))
-}
-
-/// Bytes to whole 512-byte sectors, refusing sizes that are not a multiple.
-pub(crate) fn sectors_of(flag: &str, s: &str) -> Result<u64> {
-    let bytes = parse_size_bytes(flag, s)?;
-    if !bytes.is_multiple_of(512) {
-        bail!("--{flag} `{s}`: must be a multiple of 512 bytes");
-    }
-    Ok(bytes / 512)
-}
-
-/// `--capacity`: a size of at least one block.
-fn capacity_bytes(s: &str, block_size: &str) -> Result<u64> {
-    let bytes = parse_size_bytes("capacity", s)?;
-    let block = sectors_of("block-size", block_size)? * 512;
-    if bytes < block {
-        bail!("--capacity `{s}`: must hold at least one block ({block} bytes)");
-    }
-    Ok(bytes)
-}
-
-/// The evaluation's configuration from the flags (`policies`: `--policies` if given).
-pub fn config(
+/// The flags as the library's options: one path for the CLI and the Python package
+/// (`policies`: `--policies` if given).
+pub fn options(
     spec: &str,
     a: &ArrayArgs,
     policies: Option<&str>,
     speed: Option<f64>,
-) -> Result<ArrayEvalConfig> {
-    let policies = policies
-        .unwrap_or(DEFAULT_POLICIES)
-        .split(',')
-        .map(Policy::parse)
-        .collect::<Result<Vec<_>, _>>()?;
-    let speed = speed.unwrap_or(1.0);
-    if !(speed.is_finite() && speed > 0.0) {
-        bail!("--speed {speed}: must be a positive number");
-    }
-    Ok(ArrayEvalConfig {
-        array: ArraySpec::parse(spec)?,
-        block_sectors: sectors_of("block-size", &a.block_size)?,
-        alphas: parse_alphas(&a.initial)?,
-        train_fraction: a.train_fraction,
-        supports: parse_supports(&a.support)?,
-        policies,
-        session: parse_session(&a.session)?,
-        ops: parse_ops(&a.mine)?,
-        max_group_sectors: sectors_of("max-group", &a.max_group)?,
-        seed: a.seed,
+) -> ArrayOptions {
+    ArrayOptions {
+        array: spec.to_string(),
+        policies: policies.map(str::to_string),
         speed,
-        capacity_bytes: a
-            .capacity
-            .as_deref()
-            .map(|c| capacity_bytes(c, a.block_size.as_str()))
-            .transpose()?,
-        ..ArrayEvalConfig::default()
-    })
+        initial: a.initial.clone(),
+        train_fraction: a.train_fraction,
+        support: a.support.clone(),
+        session: a.session.clone(),
+        mine: a.mine.clone(),
+        block_size: a.block_size.clone(),
+        max_group: a.max_group.clone(),
+        capacity: a.capacity.clone(),
+        seed: a.seed,
+    }
 }
 
 /// Runs the evaluation and prints or writes what was asked.
@@ -222,24 +148,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn lists_parse_and_bad_values_name_their_flag() {
-        assert_eq!(parse_alphas("zipf:0,0.5, 1").unwrap(), vec![0.0, 0.5, 1.0]);
-        let e = parse_alphas("uniform").unwrap_err().to_string();
-        assert!(e.contains("--initial"), "{e}");
-        let e = parse_alphas("zipf:0,-1").unwrap_err().to_string();
-        assert!(e.contains("`-1`"), "{e}");
-        assert_eq!(parse_supports("1,5,10").unwrap(), vec![1, 5, 10]);
-        let e = parse_supports("1,0").unwrap_err().to_string();
-        assert!(e.contains("--support") && e.contains("`0`"), "{e}");
-        assert_eq!(parse_session("request").unwrap(), SessionMode::Request);
+    fn the_flags_defaults_are_the_librarys() {
+        let argv = ["evaluate", "t.trace", "--array", "ssd:14"];
+        let f: super::super::evaluate::Args = super::super::parse_flags(&argv);
+        let want = ArrayOptions {
+            array: "ssd:14".into(),
+            ..ArrayOptions::default()
+        };
         assert_eq!(
-            parse_session("1ms").unwrap(),
-            SessionMode::WindowNs(1_000_000)
+            options("ssd:14", &f.array, f.policies.as_deref(), f.speed),
+            want
         );
-        assert!(parse_session("soon").is_err());
-        assert_eq!(parse_ops("reads").unwrap(), OpFilter::Reads);
-        assert!(parse_ops("all").is_err());
-        assert_eq!(sectors_of("block-size", "4KiB").unwrap(), 8);
-        assert!(sectors_of("block-size", "1000").is_err());
     }
 }

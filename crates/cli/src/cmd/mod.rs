@@ -19,3 +19,10 @@ pub mod serve_free;
 pub mod simulate;
 pub mod status;
 pub mod tree;
+
+/// A command's flags parsed from `argv` (its name first), as the command line would.
+#[cfg(test)]
+pub(crate) fn parse_flags<A: clap::Args + clap::FromArgMatches>(argv: &[&str]) -> A {
+    let cmd = A::augment_args(clap::Command::new("reblock"));
+    A::from_arg_matches(&cmd.get_matches_from(argv)).expect("the flags parse")
+}

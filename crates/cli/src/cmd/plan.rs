@@ -3,11 +3,9 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
-use reblock_eval::planner;
-use reblock_layout::{BoptConfig, BoptPosition, Geometry};
-use reblock_plan::{PlanParams, TargetSpace};
-use serde::Serialize;
+use anyhow::{Context, Result};
+use reblock_eval::plan_trace::PlanSummary;
+use reblock_eval::{plan_trace, PlanOptions};
 
 use crate::input::{report_bad_lines, TraceInput};
 
@@ -50,81 +48,35 @@ pub struct Args {
     pub json: bool,
 }
 
-#[derive(Serialize)]
-struct Summary<'a> {
-    trace: String,
-    policy: &'a str,
-    read_cache_pages: u64,
-    #[serde(flatten)]
-    cost: &'a planner::PlanCost,
-    out: Option<String>,
+/// The flags as the library's options: one path for the CLI and the Python package.
+fn options(args: &Args) -> PlanOptions {
+    PlanOptions {
+        policy: args.policy.clone(),
+        bopt_size: args.bopt_size.clone(),
+        write_buffer: args.write_buffer.clone(),
+        page_size: args.page_size,
+        min_edge_weight: args.min_edge_weight,
+        k_window: args.k_window,
+    }
 }
 
 pub fn run(args: Args) -> Result<()> {
-    if args.page_size == 0 || !args.page_size.is_multiple_of(512) {
-        bail!(
-            "--page-size: {} is not a positive multiple of 512",
-            args.page_size
-        );
-    }
-    let page_sectors = args.page_size / 512;
-    let bopt_bytes = reblock_eval::config::parse_size_bytes("--bopt-size", &args.bopt_size)?;
-    let wb = reblock_eval::config::parse_fraction("--write-buffer", &args.write_buffer)?;
-    let (bopt_pages, seg) = reblock_eval::workload::bopt_pages(bopt_bytes, page_sectors);
+    let opts = options(&args);
+    // Bad flags are reported before the trace is read.
+    opts.check()?;
     let mut reader = args.input.open()?;
     let mut requests = Vec::new();
     while let Some(r) = reader.next_request()? {
         requests.push(r);
     }
     report_bad_lines(&reader);
-    reblock_sim::require_single_device(requests.iter().map(|r| r.device))?;
     let trace = args.input.trace.display().to_string();
-    if requests.is_empty() {
-        bail!("{trace}: the trace holds no requests");
-    }
-    let ps = u64::from(page_sectors);
-    let data_sectors = requests
-        .iter()
-        .map(|r| r.end_sector())
-        .max()
-        .unwrap_or(0)
-        .div_ceil(ps)
-        * ps;
-    let geo = Geometry::new(&BoptConfig {
-        page_sectors,
-        data_sectors,
-        bopt_pages: bopt_pages as u32,
-        segment_pages: seg as u32,
-        write_buffer_fraction: wb,
-        position: BoptPosition::End,
-        meta_sectors: 0,
-    })
-    .context("BOPT geometry")?;
-    let params = PlanParams {
-        page_sectors: std::num::NonZeroU32::new(page_sectors).expect("checked above"),
-        read_cache_pages: Some(u64::from(geo.read_cache_pages)),
-        min_edge_weight: args.min_edge_weight,
-        k_window: args.k_window,
-    };
-    let (placement, cost) = planner::plan(&args.policy, &requests, &params)?;
+    let plan = plan_trace(&requests, &trace, &opts)?;
     if let Some(out) = &args.out {
-        let text = if placement.space == TargetSpace::ReadCache {
-            let plan = reblock_eval::layout::to_layout_plan(&placement);
-            plan.validate(&geo)
-                .context("the planned layout does not fit")?;
-            plan.to_json()
-        } else {
-            serde_json::to_string_pretty(&placement)?
-        };
+        let text = plan.file_text()?;
         std::fs::write(out, text + "\n").with_context(|| format!("writing {}", out.display()))?;
     }
-    let summary = Summary {
-        trace,
-        policy: &args.policy,
-        read_cache_pages: u64::from(geo.read_cache_pages),
-        cost: &cost,
-        out: args.out.as_ref().map(|p| p.display().to_string()),
-    };
+    let summary = plan.summary(trace, args.out.as_ref().map(|p| p.display().to_string()));
     if args.json {
         println!("{}", serde_json::to_string(&summary)?);
     } else {
@@ -133,7 +85,7 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-fn print_summary(s: &Summary) {
+fn print_summary(s: &PlanSummary) {
     let c = s.cost;
     println!("trace            {}", s.trace);
     println!("policy           {}", s.policy);
@@ -156,5 +108,16 @@ fn print_summary(s: &Summary) {
     );
     if let Some(out) = &s.out {
         println!("plan written to  {out}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flags_defaults_are_the_librarys() {
+        let args: Args = super::super::parse_flags(&["plan", "t.trace"]);
+        assert_eq!(options(&args), PlanOptions::default());
     }
 }

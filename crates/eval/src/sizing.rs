@@ -5,10 +5,11 @@
 
 use std::path::Path;
 
-use anyhow::Result;
 use reblock_analyze::sidecar;
 use reblock_analyze::units::format_bytes;
 use serde::Serialize;
+
+use crate::EvalError;
 
 /// Built-in disks tried in order: the seeds' 2 GB Barracuda first (the reference model),
 /// then larger drives.
@@ -54,8 +55,9 @@ impl DeviceChoice {
     }
 }
 
-fn capacity_sectors(spec: &str) -> Result<u64> {
-    Ok(reblock_device::parse_spec(spec)?.array.capacity_sectors())
+fn capacity_sectors(spec: &str) -> Result<u64, EvalError> {
+    let built = reblock_device::parse_spec(spec).map_err(EvalError::Device)?;
+    Ok(built.array.capacity_sectors())
 }
 
 /// Chooses the data area and the disk for a trace whose requests end at most at
@@ -67,9 +69,9 @@ pub fn choose(
     trace_end_sector: u64,
     bopt_sectors: u64,
     footer_sectors: Option<u64>,
-) -> Result<DeviceChoice> {
+) -> Result<DeviceChoice, EvalError> {
     let sidecar = sidecar::find(trace)
-        .map_err(anyhow::Error::msg)?
+        .map_err(EvalError::Sidecar)?
         .and_then(|m| Some((m.device_bytes.filter(|&b| b > 0)?.div_ceil(512), m.path)));
     let meta = sidecar
         .map(|(s, p)| (s, p.display().to_string()))
