@@ -182,10 +182,15 @@ impl Admission {
     }
 
     /// The candidate with the least predicted busy time over the horizon plus copy time;
-    /// on a tie what is in place stays (a move must save more than it costs).
+    /// on a tie what is in place stays (a move must save more than it costs). A plan
+    /// predicted no faster than the plain layout is never chosen over it: the plain
+    /// layout's prediction holds whatever the workload does next, a plan's is a guess
+    /// (UMass Financial1's device 4 took such a plan, 0.177 s against 0.174 s plain,
+    /// only because its copies were cheaper than going home, and lost 17% next phase).
     pub fn choose(&self) -> Choice {
         let (plan, home) = self.relative_totals();
-        if plan < 0.0 && plan <= home {
+        let beats_plain = self.predicted_plan_busy_s < self.predicted_plain_busy_s;
+        if plan < 0.0 && plan <= home && (beats_plain || home >= 0.0) {
             Choice::Plan
         } else if home < 0.0 {
             Choice::Home
@@ -244,6 +249,16 @@ mod tests {
             plain_saving_stderr_s: 0.0,
             plan_share: 1.0,
         }
+    }
+
+    #[test]
+    fn a_plan_no_faster_than_plain_loses_to_going_home() {
+        // Financial1 device 4's last phase: the layout in place had turned bad (0.22 s),
+        // the plan (0.177 s) was predicted slower than plain (0.174 s) and chosen only
+        // for its cheaper copies.
+        assert_eq!(a(0.177, 0.031, 0.22, 0.174, 0.039).choose(), Choice::Home);
+        // With no way home that pays, such a plan still beats keeping.
+        assert_eq!(a(0.177, 0.031, 0.22, 0.174, 0.5).choose(), Choice::Plan);
     }
 
     #[test]
