@@ -12,11 +12,11 @@
 mod common;
 
 use assert_cmd::cargo::cargo_bin;
-use common::wait_for;
+use common::serve_unix;
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 const BLOCK: u64 = 4096;
@@ -76,18 +76,7 @@ impl Stack {
     fn up(dir: &Path, create: bool, round: u32) -> Stack {
         let img = dir.join("disk.img");
         let sock = dir.join(format!("nbd{round}.sock"));
-        let mut c = Command::new(cargo_bin("reblock"));
-        c.args([
-            "serve",
-            img.to_str().unwrap(),
-            "--unix",
-            sock.to_str().unwrap(),
-        ]);
-        if create {
-            c.args(["--create", "256M", "--bopt-size", "32M"]);
-        }
-        let mut server = c.stderr(Stdio::null()).spawn().unwrap();
-        wait_for(&sock, &mut server);
+        let server = serve_unix(&img, &sock, create.then_some(("256M", "32M")));
         let fuse_dir = dir.join(format!("fuse{round}"));
         std::fs::create_dir_all(&fuse_dir).unwrap();
         let fuse = Command::new("nbdfuse")

@@ -6,7 +6,7 @@
 mod common;
 
 use assert_cmd::cargo::cargo_bin;
-use common::wait_for;
+use common::{serve_unix, wait_for};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -51,19 +51,7 @@ fn holes(sock: &Path) -> Vec<(u64, u64, bool)> {
 }
 
 fn serve(img: &Path, sock: &Path, create: bool) -> Child {
-    let mut c = Command::new(cargo_bin("reblock"));
-    c.args([
-        "serve",
-        img.to_str().unwrap(),
-        "--unix",
-        sock.to_str().unwrap(),
-    ]);
-    if create {
-        c.args(["--create", "64M", "--bopt-size", "16M"]);
-    }
-    let mut child = c.stderr(Stdio::null()).spawn().unwrap();
-    wait_for(sock, &mut child);
-    child
+    serve_unix(img, sock, create.then_some(("64M", "16M")))
 }
 
 fn check_contents(sock: &Path) {

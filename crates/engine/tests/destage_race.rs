@@ -6,46 +6,12 @@
 //! reopen, and `check` is clean.
 
 use reblock_engine::check::check;
-use reblock_engine::{Dev, Engine, EngineOptions, MemStore, Store};
-use std::io;
+use reblock_engine::{Engine, EngineOptions, MemStore};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::Duration;
-
-/// A memory store whose page I/O takes a while, so that a request routed before a
-/// destage step is still in flight when the step applies (the races to be ruled out).
-struct SlowStore(MemStore);
-
-impl SlowStore {
-    fn pause(len: usize) {
-        if len <= 4096 {
-            std::thread::sleep(Duration::from_micros(100));
-        }
-    }
-}
-
-impl Store for SlowStore {
-    fn read_at(&self, dev: Dev, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        Self::pause(buf.len());
-        self.0.read_at(dev, buf, offset)
-    }
-    fn write_at(&self, dev: Dev, buf: &[u8], offset: u64) -> io::Result<()> {
-        Self::pause(buf.len());
-        self.0.write_at(dev, buf, offset)
-    }
-    fn sync(&self, dev: Dev) -> io::Result<()> {
-        self.0.sync(dev)
-    }
-    fn len(&self, dev: Dev) -> io::Result<u64> {
-        self.0.len(dev)
-    }
-    fn shared(&self) -> bool {
-        self.0.shared()
-    }
-}
 
 mod small;
-use small::layout;
+use small::{layout, SlowStore};
 
 const WRITERS: u64 = 4;
 const WRITES: u64 = 400;

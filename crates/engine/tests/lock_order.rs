@@ -5,38 +5,13 @@
 //! drop a replica deadlocked the two (a served export hung: every connection thread and
 //! the background thread waiting on each other). The test fails by timing out.
 
-use reblock_engine::{Dev, Engine, EngineOptions, MemStore, Store};
-use std::io;
+use reblock_engine::{Engine, EngineOptions, MemStore};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 mod small;
-use small::layout;
-
-/// A memory store whose page I/O takes a while, so that a destage step and a write
-/// overlap.
-struct SlowStore(MemStore);
-
-impl Store for SlowStore {
-    fn read_at(&self, dev: Dev, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        std::thread::sleep(Duration::from_micros(50));
-        self.0.read_at(dev, buf, offset)
-    }
-    fn write_at(&self, dev: Dev, buf: &[u8], offset: u64) -> io::Result<()> {
-        std::thread::sleep(Duration::from_micros(50));
-        self.0.write_at(dev, buf, offset)
-    }
-    fn sync(&self, dev: Dev) -> io::Result<()> {
-        self.0.sync(dev)
-    }
-    fn len(&self, dev: Dev) -> io::Result<u64> {
-        self.0.len(dev)
-    }
-    fn shared(&self) -> bool {
-        self.0.shared()
-    }
-}
+use small::{layout, SlowStore};
 
 const PAGE: u64 = 4096;
 /// Pages 0..HOT are read over and over (they get replicas); pages FREE.. are trimmed

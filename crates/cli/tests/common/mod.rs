@@ -1,7 +1,8 @@
 //! Helpers shared by the `serve` tests.
 
+use assert_cmd::cargo::cargo_bin;
 use std::path::Path;
-use std::process::{Child, ExitStatus};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// Waits until `p` exists (a socket the server creates once it listens); panics when the
@@ -13,6 +14,25 @@ pub fn wait_for(p: &Path, child: &mut Child) {
         assert!(t.elapsed() < Duration::from_secs(30), "no {}", p.display());
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Starts `reblock serve IMG --unix SOCK` (formatting a new image of `size` with a
+/// region of `bopt` when `create` is given) and waits until it listens.
+#[allow(dead_code)]
+pub fn serve_unix(img: &Path, sock: &Path, create: Option<(&str, &str)>) -> Child {
+    let mut c = Command::new(cargo_bin("reblock"));
+    c.args([
+        "serve",
+        img.to_str().unwrap(),
+        "--unix",
+        sock.to_str().unwrap(),
+    ]);
+    if let Some((size, bopt)) = create {
+        c.args(["--create", size, "--bopt-size", bopt]);
+    }
+    let mut child = c.stderr(Stdio::null()).spawn().unwrap();
+    wait_for(sock, &mut child);
+    child
 }
 
 /// How long a server gets to stop after SIGTERM before the test calls it hung.

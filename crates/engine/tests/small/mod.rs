@@ -4,6 +4,9 @@
 
 use reblock_engine::format::LayoutRequest;
 use reblock_engine::Layout;
+use reblock_engine::{Dev, MemStore, Store};
+use std::io;
+use std::time::Duration;
 
 pub fn layout() -> Layout {
     Layout::plan(&LayoutRequest {
@@ -22,4 +25,36 @@ pub fn layout() -> Layout {
 /// One 4 KiB page of `fill`.
 pub fn page(fill: u8) -> Vec<u8> {
     vec![fill; 4096]
+}
+
+/// A memory store whose page I/O takes a while, so that a request routed before a
+/// destage step is still in flight when the step applies (the races to be ruled out).
+pub struct SlowStore(pub MemStore);
+
+impl SlowStore {
+    fn pause(len: usize) {
+        if len <= 4096 {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+}
+
+impl Store for SlowStore {
+    fn read_at(&self, dev: Dev, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        Self::pause(buf.len());
+        self.0.read_at(dev, buf, offset)
+    }
+    fn write_at(&self, dev: Dev, buf: &[u8], offset: u64) -> io::Result<()> {
+        Self::pause(buf.len());
+        self.0.write_at(dev, buf, offset)
+    }
+    fn sync(&self, dev: Dev) -> io::Result<()> {
+        self.0.sync(dev)
+    }
+    fn len(&self, dev: Dev) -> io::Result<u64> {
+        self.0.len(dev)
+    }
+    fn shared(&self) -> bool {
+        self.0.shared()
+    }
 }
