@@ -1376,7 +1376,10 @@ impl Engine {
 fn unverifiable_warning(pages: &[u64]) -> String {
     let shown: Vec<String> = pages.iter().take(16).map(u64::to_string).collect();
     format!(
-        "{} pages of the optimized region did not match their checksums after the unclean stop:          each was written since the last FLUSH (a crash may leave old, new or mixed bytes of such          a write) or is damaged, which cannot be told apart, so its contents were taken as found          (FS pages [{}]{})",
+        "{} pages of the optimized region did not match their checksums after the unclean stop: \
+         each was written since the last FLUSH (a crash may leave old, new or mixed bytes of \
+         such a write) or is damaged, which cannot be told apart, so its contents were taken \
+         as found (FS pages [{}]{})",
         pages.len(),
         shown.join(", "),
         if pages.len() > 16 { ", ..." } else { "" }
