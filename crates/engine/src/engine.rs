@@ -47,6 +47,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 use std::time::Instant;
 
 mod checksum;
+mod copier;
 mod destage;
 mod replica;
 mod trim;
@@ -100,6 +101,10 @@ struct Counters {
     connections: AtomicU64,
     /// Pages in the optimized region that failed their checksum (engine/checksum.rs).
     data_checksum_errors: AtomicU64,
+    /// Backing requests the reconfiguration copier issued (engine/copier.rs).
+    copier_requests: AtomicU64,
+    /// Pages placed from a foreground read's data (piggybacking, engine/copier.rs).
+    piggybacked_pages: AtomicU64,
 }
 
 struct State {
@@ -109,6 +114,11 @@ struct State {
     plan: Option<Plan>,
     replans: u32,
     reconfig: ReconfigStatus,
+    /// Incoming pages of the running plan not yet placed (for piggybacking).
+    pending: reblock_layout::PendingIncoming,
+    /// Bumped whenever `queue` is replaced, so the copier takes the steps it ran off
+    /// the queue only if the queue is still the one it took them from.
+    queue_gen: u64,
 }
 
 /// What one commit writes: the changed segments' summaries and free-map chunks.
@@ -225,6 +235,12 @@ pub struct Status {
     pub data_checksums: bool,
     /// Pages of the optimized region found damaged (checksum mismatch) while serving.
     pub data_checksum_errors: u64,
+    /// Backing requests the reconfiguration copier issued: each merged, ascending
+    /// extent of a batch is one, so far fewer than the pages (or steps) it copied.
+    pub copier_requests: u64,
+    /// Pages placed in their slot from a foreground read's data (piggybacking), with
+    /// no copy of their own.
+    pub piggybacked_pages: u64,
 }
 
 /// Why a plan was not taken up.
@@ -513,6 +529,8 @@ impl Engine {
                     state: "idle".into(),
                     ..Default::default()
                 },
+                pending: Default::default(),
+                queue_gen: 0,
             }),
             gate: RwLock::new(()),
             stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
@@ -634,7 +652,9 @@ impl Engine {
     /// Reads whole sectors from `sector` into `buf` (a multiple of 512 bytes).
     pub fn read_sectors(&self, buf: &mut [u8], sector: u64) -> io::Result<()> {
         let _stripes = self.share_stripes(sector, sector + buf.len() as u64 / 512);
-        self.read_sectors_locked(buf, sector)
+        self.read_sectors_locked(buf, sector)?;
+        self.piggyback_read(buf, sector);
+        Ok(())
     }
 
     /// Reads whole sectors; the caller holds the sectors' stripes (shared or exclusive).
@@ -1095,7 +1115,8 @@ impl Engine {
         !lock(&self.state).queue.is_empty()
     }
 
-    /// One round of background work: the next queued reconfiguration step, else a
+    /// One round of background work: the next staging buffer's worth of queued
+    /// reconfiguration steps as scheduled batches (engine/copier.rs), else a
     /// destage of the oldest write-buffer segment when the buffer runs low (the layout
     /// crate's policy, docs/layout.md §4). Returns the number of steps run.
     /// `allow_reconfig` false leaves the reconfiguration queue alone (the caller yields
@@ -1104,15 +1125,11 @@ impl Engine {
         if self.is_read_only() {
             return Ok(0);
         }
-        let next = if allow_reconfig {
-            lock(&self.state).queue.pop_front()
-        } else {
-            None
-        };
-        if let Some(step) = next {
-            let ok = self.run_step(&step)?;
-            self.after_reconfig_step(ok);
-            return Ok(1);
+        if allow_reconfig {
+            let ran = self.copier_tick()?;
+            if ran > 0 {
+                return Ok(ran);
+            }
         }
         let steps = {
             let st = lock(&self.state);
@@ -1149,7 +1166,7 @@ impl Engine {
                     },
                 ) {
                     st.reconfig.steps_total += r.steps.len() as u64;
-                    st.queue.extend(r.steps);
+                    self.queue_scheduled(&mut st, &r.steps);
                     st.reconfig.steps_pending = st.queue.len() as u64;
                     st.reconfig.state = "running".into();
                     return;
@@ -1160,7 +1177,8 @@ impl Engine {
     }
 
     /// Starts applying `plan` in the background: the layout crate's diff gives ordered
-    /// copy steps, which [`Engine::background_tick`] executes one at a time.
+    /// copy steps, which [`Engine::background_tick`] executes as the copy scheduler's
+    /// batches.
     ///
     /// This is the operator's request (`reblock reconfigure`, the control socket): on a
     /// detached engine it re-enables the BOPT. Automatic re-planning goes through
@@ -1202,8 +1220,7 @@ impl Engine {
                 max_copy_pages: self.opts.max_copy_pages,
             },
         )?;
-        st.queue.clear();
-        st.queue.extend(r.steps.iter().copied());
+        self.queue_scheduled(&mut st, &r.steps);
         st.replans = 0;
         st.reconfig = ReconfigStatus {
             state: if r.steps.is_empty() {
@@ -1238,6 +1255,8 @@ impl Engine {
         {
             let mut st = lock(&self.state);
             st.queue.clear();
+            st.queue_gen += 1;
+            st.pending = Default::default();
             st.reconfig.state = "detached".into();
             st.ind.set_mode(Mode::Detaching);
         }
@@ -1354,6 +1373,8 @@ impl Engine {
             replica_hits: self.replica_hits(),
             data_checksums: self.sums.enabled(),
             data_checksum_errors: self.counters.data_checksum_errors.load(Relaxed),
+            copier_requests: self.counters.copier_requests.load(Relaxed),
+            piggybacked_pages: self.counters.piggybacked_pages.load(Relaxed),
         }
     }
 

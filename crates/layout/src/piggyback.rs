@@ -49,6 +49,28 @@ impl PendingIncoming {
         self.slot_of.is_empty()
     }
 
+    /// True when one of FS pages `first .. first + pages` still waits for its slot (a
+    /// cheap test before [`PendingIncoming::take_read`], which needs the map).
+    pub fn waits_in(&self, first: u64, pages: u64) -> bool {
+        self.slot_of
+            .range(first..first.saturating_add(pages))
+            .next()
+            .is_some()
+    }
+
+    /// Stops waiting for FS pages `first .. first + pages` (the copier has placed them,
+    /// or found their step stale).
+    pub fn forget(&mut self, first: u64, pages: u64) {
+        let gone: Vec<u64> = self
+            .slot_of
+            .range(first..first.saturating_add(pages))
+            .map(|(&p, _)| p)
+            .collect();
+        for p in gone {
+            self.slot_of.remove(&p);
+        }
+    }
+
     /// The incoming copies a foreground read of FS pages `first .. first + pages` from
     /// home carries, taken out of the pending set: write-only steps, merged where both
     /// the FS pages and the slots run on. Pages whose step does not validate against

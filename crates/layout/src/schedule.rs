@@ -310,7 +310,7 @@ impl CopyBatch {
 
 /// Pairs a run's source and destination device extents piece by piece (either side may
 /// be split where the data area runs around a BOPT placed inside it).
-fn pair_extents(src: &PageRun, dst: &PageRun, g: &Geometry, out: &mut Vec<ExtentMove>) {
+pub(crate) fn pair_extents(src: &PageRun, dst: &PageRun, g: &Geometry, out: &mut Vec<ExtentMove>) {
     let s = src.device_extents(g);
     let d = dst.device_extents(g);
     let (mut si, mut di, mut so, mut dof) = (0, 0, 0, 0);
@@ -334,7 +334,7 @@ fn pair_extents(src: &PageRun, dst: &PageRun, g: &Geometry, out: &mut Vec<Extent
 }
 
 /// Sorts extents and merges those that overlap, touch, or lie at most `gap` apart.
-fn merge_extents(extents: &mut [Extent], gap: u64) -> Vec<Extent> {
+pub(crate) fn merge_extents(extents: &mut [Extent], gap: u64) -> Vec<Extent> {
     extents.sort_unstable_by_key(|e| e.start_sector);
     let mut out: Vec<Extent> = Vec::with_capacity(extents.len());
     for e in extents.iter() {
