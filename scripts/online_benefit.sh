@@ -50,7 +50,10 @@ print(json.dumps({"config": name, "emulated_busy_s": s.get("emulated_busy_s"),
     "hit_rate": s.get("hit_rate"), "requests": r["requests"], "errors": r["errors"],
     "latency_mean_us": r["latency_mean_us"],
     "admitted": rp.get("admitted"), "refused": rp.get("refused"), "sent_home": rp.get("sent_home"),
-    "plans": rp.get("plans"), "last_admission_reason": rp.get("last_admission_reason")}))
+    "plans": rp.get("plans"), "last_admission_reason": rp.get("last_admission_reason"),
+    "bytes_moved": s.get("bytes_moved"), "steps_done": s.get("steps_done"),
+    "steps_pending": (s.get("reconfiguration") or {}).get("steps_pending"),
+    "copier_requests": s.get("copier_requests"), "piggybacked_pages": s.get("piggybacked_pages")}))
 PY
 }
 

@@ -12,6 +12,8 @@
 //! names the write it came from. The crash-state count is printed; REBLOCK_CRASH_SOAK=1
 //! runs more workloads.
 
+mod common;
+
 use reblock_engine::format::LayoutRequest;
 use reblock_engine::{Engine, EngineOptions, Layout, Logged, MemStore};
 use std::collections::HashMap;
@@ -73,19 +75,9 @@ fn layout(separate: bool) -> Layout {
     .unwrap()
 }
 
-/// Formats a store whose data area holds write id 0 everywhere; returns it and the log
-/// length at which the workload starts.
+/// Formats a store whose data area holds write id 0 everywhere.
 fn fresh_store(l: &Layout) -> MemStore {
-    let sectors = l.data_bytes / SECTOR as u64;
-    let mut data: Vec<u8> = (0..sectors).flat_map(|s| stamp(0, s)).collect();
-    let store = if l.separate {
-        MemStore::new(data, Some(vec![0u8; l.device_bytes as usize]))
-    } else {
-        data.resize(l.device_bytes as usize, 0);
-        MemStore::new(data, None)
-    };
-    Engine::format(&store, l, 0x5eed).unwrap();
-    store
+    common::stamped_store(l, |s| stamp(0, s).to_vec())
 }
 
 fn run_workload(store: Arc<MemStore>, l: &Layout, seed: u64, ops: usize) -> Model {

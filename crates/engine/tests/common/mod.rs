@@ -120,3 +120,21 @@ impl Client {
         Ok(b)
     }
 }
+
+/// A formatted store for layout `l` whose data area holds `sector(s)` in every sector
+/// `s` (the BOPT, on the data device or its own, zeros).
+pub fn stamped_store(
+    l: &reblock_engine::Layout,
+    sector: impl Fn(u64) -> Vec<u8>,
+) -> reblock_engine::MemStore {
+    let sectors = l.data_bytes / 512;
+    let mut data: Vec<u8> = (0..sectors).flat_map(sector).collect();
+    let store = if l.separate {
+        reblock_engine::MemStore::new(data, Some(vec![0u8; l.device_bytes as usize]))
+    } else {
+        data.resize(l.device_bytes as usize, 0);
+        reblock_engine::MemStore::new(data, None)
+    };
+    reblock_engine::Engine::format(&store, l, 0x5eed).unwrap();
+    store
+}
