@@ -323,13 +323,14 @@ fn a_page_a_read_carries_is_placed_without_a_second_read() {
     });
     let e = open(store.clone());
     e.reconfigure(interleaved_plan(300, 64)).unwrap();
-    // A read of pages 310..318 (a miss) carries them to their slots.
-    let mut buf = vec![0u8; 8 * PAGE];
+    // A read of pages 310..350 (a miss) carries them to their slots. (40 pages: a gap
+    // wider than the copier reads through.)
+    let mut buf = vec![0u8; 40 * PAGE];
     e.read_bytes(&mut buf, 310 * PAGE as u64).unwrap();
     let s = e.status();
-    assert_eq!(s.piggybacked_pages, 8, "{s:?}");
+    assert_eq!(s.piggybacked_pages, 40, "{s:?}");
     let ind = e.indirector();
-    for i in 10..18u64 {
+    for i in 10..50u64 {
         assert_eq!(
             ind.map().lookup(300 + i),
             Some(((i % 2) * 32 + i / 2) as u32)
@@ -337,13 +338,14 @@ fn a_page_a_read_carries_is_placed_without_a_second_read() {
     }
     let before = store.reads.lock().unwrap().len();
     run_copier(&e);
-    // The copier read its sources in merged extents that skip the carried pages.
+    // The copier read its sources in two merged extents that skip the carried pages.
+    assert_eq!(store.reads.lock().unwrap().len() - before, 2);
     let home = |p: u64| e.geometry().data_sector(p * 8) * SECTOR as u64;
     for &(dev, off, len) in &store.reads.lock().unwrap()[before..] {
         assert_eq!(dev, Dev::Data);
         let (from, to) = (off, off + len as u64);
         assert!(
-            to <= home(310) || from >= home(318),
+            to <= home(310) || from >= home(350),
             "the copier read {from}..{to}, over the carried pages"
         );
     }

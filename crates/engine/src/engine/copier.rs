@@ -8,7 +8,7 @@
 //! and each background round takes the next staging buffer's worth of steps and runs
 //! them as batches: every source read merged and ascending, every destination written
 //! merged and ascending (reblock_layout::execute), then the map effects and, when slots
-//! were freed, one commit. The gate is held for one batch only, and a batch is at most
+//! were freed, one commit. The gate is held for one batch only, and a batch moves at most
 //! [`STAGING_BYTES`], so foreground requests wait for a few megabytes of copying at most.
 //!
 //! Crash safety is that of one step: a batch's destinations are free slots or home
@@ -28,9 +28,18 @@ use reblock_layout::{
 use std::io;
 use std::sync::atomic::Ordering::Relaxed;
 
-/// Bytes one batch of the copier stages (and the gate is held for): small enough that a
-/// foreground request never waits long, large enough to merge a plan's nearby sources.
-pub const STAGING_BYTES: u64 = 4 << 20;
+/// Bytes of pages one batch of the copier moves (and the gate is held for): small
+/// enough that a foreground request never waits long, large enough to merge a plan's
+/// nearby sources. On the start-up capture under `serve --emulate hdd:wd2500aaks` 8 MiB
+/// batches gave 0.91x vanilla's emulated busy in one pass where 4 MiB gave 0.93x
+/// (single runs on a shared machine; 32-64 MiB did no better within the noise).
+pub const STAGING_BYTES: u64 = 8 << 20;
+
+/// Two sources of a batch this close (sectors) are read as one request, gap included:
+/// on a disk, skipping 128 KiB costs about as much rotation as reading it, and a
+/// start-up working set of many small files has many such gaps. It bounds what a batch
+/// stages beyond its pages to 128 KiB per source extent.
+pub const READ_GAP_SECTORS: u64 = 256;
 
 /// The engine's backing store as the layout crate's copy device.
 struct StoreDevice<'a> {
@@ -177,7 +186,7 @@ impl Engine {
     /// one buffer, checked against their checksums, then destinations merged and
     /// ascending. The caller holds the commit lock and the gate.
     fn copy_batch(&self, steps: &[Step]) -> io::Result<()> {
-        let io = BatchIo::of_steps(steps, &self.geo, 0);
+        let io = BatchIo::of_steps(steps, &self.geo, READ_GAP_SECTORS);
         let mut dev = StoreDevice {
             engine: self,
             store: self.store.as_ref(),
