@@ -31,8 +31,8 @@ use std::sync::atomic::Ordering::Relaxed;
 /// Bytes of pages one batch of the copier moves (and the gate is held for): small
 /// enough that a foreground request never waits long, large enough to merge a plan's
 /// nearby sources. On the start-up capture under `serve --emulate hdd:wd2500aaks` 8 MiB
-/// batches gave 0.91x vanilla's emulated busy in one pass where 4 MiB gave 0.93x
-/// (single runs on a shared machine; 32-64 MiB did no better within the noise).
+/// batches gave 0.91-0.94x vanilla's emulated busy in one pass, 4 MiB 0.93x, 16-64 MiB
+/// 0.87-1.02x (single runs on a shared machine: differences within the noise).
 pub const STAGING_BYTES: u64 = 8 << 20;
 
 /// Two sources of a batch this close (sectors) are read as one request, gap included:
