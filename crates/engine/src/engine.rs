@@ -49,7 +49,10 @@ use std::time::Instant;
 mod checksum;
 mod destage;
 mod replica;
+mod resume;
 mod trim;
+
+pub use resume::{reconfig_file_of, ResumeError};
 
 /// Engine knobs (the CLI's flags and TOML file fill them).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -318,6 +321,8 @@ pub struct Engine {
     last_io_ns: AtomicU64,
     recovery: RebuildReport,
     replan: Mutex<Option<crate::replan::ReplanStatus>>,
+    /// Where the plan under way is kept until its last step (engine/resume.rs).
+    reconfig_file: Mutex<Option<std::path::PathBuf>>,
     untrusted: Untrusted,
     /// The persistent I/O error that turned the engine read-only, if any.
     io_failure: Mutex<Option<String>>,
@@ -528,6 +533,7 @@ impl Engine {
             last_io_ns: AtomicU64::new(0),
             recovery: rebuild,
             replan: Mutex::new(None),
+            reconfig_file: Mutex::new(None),
             untrusted,
             io_failure: Mutex::new(None),
             free: Mutex::new(free),
@@ -858,12 +864,18 @@ impl Engine {
         if let Some(e) = refuse() {
             return Err(e);
         }
+        self.counters.flushes.fetch_add(1, Relaxed);
+        self.commit_changes(&mut c)
+    }
+
+    /// Commits the changed segments' summaries (and free-map chunks): the map as it is
+    /// now becomes the durable one.
+    fn commit_changes(&self, c: &mut CommitState) -> io::Result<()> {
         let snap = {
             let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
-            self.snapshot(&c)
+            self.snapshot(c)
         };
-        self.counters.flushes.fetch_add(1, Relaxed);
-        self.persist(&mut c, snap)
+        self.persist(c, snap)
     }
 
     /// Encodes the dirty segments' summaries under the next commit number and clears
@@ -1112,6 +1124,7 @@ impl Engine {
         if let Some(step) = next {
             let ok = self.run_step(&step)?;
             self.after_reconfig_step(ok);
+            self.commit_progress()?;
             return Ok(1);
         }
         let steps = {
@@ -1217,7 +1230,9 @@ impl Engine {
             steps_pending: r.steps.len() as u64,
             diff: Some(r.stats.into()),
         };
-        st.plan = Some(plan);
+        st.plan = Some(plan.clone());
+        drop(st);
+        self.keep_plan_unless_done(&plan, r.steps.is_empty());
         Ok(r.stats)
     }
 

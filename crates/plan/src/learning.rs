@@ -12,6 +12,7 @@
 
 use crate::graph::{Extent, GraphOptions, ProcessGraphs, ProcessKey, ProcessVertex};
 use crate::master::MasterGraph;
+use reblock_layout::{SealError, SealKind};
 use reblock_trace::Request;
 
 /// Decayed access graphs learnt over epochs (see the module doc).
@@ -28,22 +29,18 @@ pub struct LearningState {
 pub enum LearningError {
     #[error("learning decay {0}: must be within 0 (forget each epoch) and 1 (keep everything)")]
     Decay(f64),
-    #[error("not a learning-state file (bad magic)")]
-    Magic,
-    #[error("learning-state format version {found}, this build reads version {expected}")]
-    Version { found: u32, expected: u32 },
-    #[error("learning state is truncated: {0} bytes")]
-    Truncated(usize),
-    #[error("learning state fails its checksum (torn or corrupted)")]
-    Checksum,
+    #[error(transparent)]
+    Sealed(#[from] SealError),
     #[error("learning state is inconsistent: {0}")]
     Inconsistent(&'static str),
 }
 
-const MAGIC: &[u8; 8] = b"RBLEARN\0";
-const VERSION: u32 = 1;
-/// Magic, version, payload length, payload checksum.
-const HEADER_BYTES: usize = 8 + 4 + 8 + 4;
+/// How the learning state is sealed in its file.
+const SEALED: SealKind = SealKind {
+    magic: b"RBLEARN\0",
+    version: 1,
+    what: "learning state",
+};
 
 impl LearningState {
     /// Fixed-point units one request counts for.
@@ -66,6 +63,14 @@ impl LearningState {
 
     pub fn decay(&self) -> f64 {
         self.decay
+    }
+    /// Decays by `decay` from the next epoch on (a state read back under a new setting).
+    pub fn set_decay(&mut self, decay: f64) -> Result<(), LearningError> {
+        if !(0.0..=1.0).contains(&decay) {
+            return Err(LearningError::Decay(decay));
+        }
+        self.decay = decay;
+        Ok(())
     }
     /// Epochs ended so far (each [`LearningState::next_epoch`]).
     pub fn epochs(&self) -> u64 {
@@ -101,6 +106,15 @@ impl LearningState {
     /// planners read it.
     pub fn graph(&self) -> MasterGraph {
         MasterGraph::from_processes(&self.graphs).scaled_down(Self::UNIT)
+    }
+
+    /// The master graph of what was learnt plus `more` requests of the current epoch,
+    /// leaving this state as it is (a plan, or the trial of a plan made without its last
+    /// requests).
+    pub fn graph_with(&self, more: &[Request]) -> MasterGraph {
+        let mut s = self.clone();
+        s.learn(more);
+        s.graph()
     }
 
     /// Distinct pages of `page_sectors` sectors that `graph` (this state's) covers.
@@ -146,42 +160,13 @@ impl LearningState {
             p.extend_from_slice(&b.to_le_bytes());
             p.extend_from_slice(&w.to_le_bytes());
         }
-        let mut out = Vec::with_capacity(HEADER_BYTES + p.len());
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        out.extend_from_slice(&(p.len() as u64).to_le_bytes());
-        out.extend_from_slice(&crc32c::crc32c(&p).to_le_bytes());
-        out.extend_from_slice(&p);
-        out
+        SEALED.seal(&p)
     }
 
     /// Reads back [`LearningState::to_bytes`]; anything torn, corrupted, of another
     /// format version or inconsistent is an error, never a partial state.
     pub fn from_bytes(bytes: &[u8]) -> Result<LearningState, LearningError> {
-        let truncated = LearningError::Truncated(bytes.len());
-        if bytes.len() < HEADER_BYTES {
-            return Err(truncated);
-        }
-        if &bytes[..8] != MAGIC {
-            return Err(LearningError::Magic);
-        }
-        let mut h = Reader(&bytes[8..HEADER_BYTES]);
-        let version = h.u32().ok_or(truncated.clone())?;
-        if version != VERSION {
-            return Err(LearningError::Version {
-                found: version,
-                expected: VERSION,
-            });
-        }
-        let len = h.u64().ok_or(truncated.clone())?;
-        let crc = h.u32().ok_or(truncated.clone())?;
-        let payload = &bytes[HEADER_BYTES..];
-        if payload.len() as u64 != len {
-            return Err(truncated);
-        }
-        if crc32c::crc32c(payload) != crc {
-            return Err(LearningError::Checksum);
-        }
+        let payload = SEALED.unseal(bytes)?;
         decode_payload(&mut Reader(payload)).ok_or(LearningError::Inconsistent("short payload"))?
     }
 }
@@ -349,24 +334,17 @@ mod tests {
         let back = LearningState::from_bytes(&bytes).unwrap();
         assert_eq!(summary(&back.graph()), summary(&s.graph()));
         assert_eq!((back.decay(), back.epochs()), (0.75, 1));
-        assert_eq!(
-            LearningState::from_bytes(&bytes[..bytes.len() - 3]).unwrap_err(),
-            LearningError::Truncated(bytes.len() - 3)
-        );
+        for damaged in [
+            &bytes[..bytes.len() - 3],
+            b"garbage, not a state file".as_slice(),
+        ] {
+            let e = LearningState::from_bytes(damaged).unwrap_err();
+            assert!(matches!(e, LearningError::Sealed(_)), "{e}");
+        }
         let mut flipped = bytes.clone();
         *flipped.last_mut().unwrap() ^= 1;
-        assert_eq!(
-            LearningState::from_bytes(&flipped).unwrap_err(),
-            LearningError::Checksum
-        );
-        let mut old = bytes.clone();
-        old[8] = 0;
-        assert!(matches!(
-            LearningState::from_bytes(&old),
-            Err(LearningError::Version { found: 0, .. })
-        ));
-        let garbage = LearningState::from_bytes(b"garbage, not a state file");
-        assert_eq!(garbage.unwrap_err(), LearningError::Magic);
+        let e = LearningState::from_bytes(&flipped).unwrap_err();
+        assert!(e.to_string().contains("checksum"), "{e}");
         assert_eq!(
             LearningState::new(1.5, 1).unwrap_err(),
             LearningError::Decay(1.5)
