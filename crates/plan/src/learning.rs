@@ -265,7 +265,10 @@ mod tests {
             .collect()
     }
 
-    fn summary(g: &MasterGraph) -> (Vec<(u64, u32, u64)>, Vec<(u32, u32, u64)>) {
+    /// Vertices as (start, sectors, hits) and edges as (from, to, weight).
+    type Summary = (Vec<(u64, u32, u64)>, Vec<(u32, u32, u64)>);
+
+    fn summary(g: &MasterGraph) -> Summary {
         let v = g
             .vertices()
             .iter()

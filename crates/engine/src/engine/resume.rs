@@ -99,7 +99,7 @@ impl Engine {
             .steps_done
             .load(std::sync::atomic::Ordering::Relaxed);
         let pending = self.reconfig_pending();
-        if !kept || (steps % STEPS_PER_COMMIT != 0 && pending) {
+        if !kept || (!steps.is_multiple_of(STEPS_PER_COMMIT) && pending) {
             return Ok(());
         }
         self.commit_changes(&mut lock(&self.commit))?;
