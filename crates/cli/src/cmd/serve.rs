@@ -90,7 +90,10 @@ pub struct Args {
     /// On SIGINT/SIGTERM, copy every dirty page home before exiting (see `reblock detach`).
     #[arg(long)]
     pub detach_on_exit: bool,
-    /// Background reconfiguration copy rate, MiB/s [default: 64].
+    /// Background reconfiguration copy rate, MiB/s [default: 64]. A reconfiguration cut
+    /// by a crash or a stop resumes at the next start: its plan is kept beside the image as
+    /// IMAGE.reconfig until its last copy, and pages it had already placed are not copied
+    /// again.
     #[arg(long)]
     pub rate_mib_s: Option<u64>,
     /// Sequential cutoff: a write that finds none of its pages in the BOPT and is larger
