@@ -6,21 +6,9 @@
 mod common;
 
 use assert_cmd::cargo::cargo_bin;
-use common::wait_for;
+use common::{msr_reads as msr_trace, status_of as status_json, wait_for};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-
-/// An MSR-format trace of `n` reads of 4 KiB; `sector_of(i)` places request i.
-fn msr_trace(dir: &Path, name: &str, n: u64, sector_of: impl Fn(u64) -> u64) -> PathBuf {
-    let p = dir.join(name);
-    let mut text = String::new();
-    for i in 0..n {
-        let ts = 128_166_481_075_232_275u64 + i * 10_000;
-        text += &format!("{ts},t,0,Read,{},4096,100\n", sector_of(i) * 512);
-    }
-    std::fs::write(&p, text).unwrap();
-    p
-}
 
 fn replay_json(trace: &Path, sock: &Path, extra: &[&str]) -> serde_json::Value {
     let out = Command::new(cargo_bin("reblock"))
@@ -106,15 +94,6 @@ fn emulated_busy(dir: &Path, name: &str, trace: &Path) -> f64 {
     let v = replay_json(trace, &sock, &[]);
     assert_eq!(v["requests"], 200, "{v}");
     status_busy(&ctl) - before
-}
-
-fn status_json(ctl: &Path) -> serde_json::Value {
-    let out = Command::new(cargo_bin("reblock"))
-        .args(["status", "--control", ctl.to_str().unwrap(), "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "status: {out:?}");
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn status_busy(ctl: &Path) -> f64 {

@@ -50,7 +50,10 @@ mod checksum;
 mod copier;
 mod destage;
 mod replica;
+mod resume;
 mod trim;
+
+pub use resume::{reconfig_file_of, ResumeError};
 
 /// Engine knobs (the CLI's flags and TOML file fill them).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -67,6 +70,10 @@ pub struct EngineOptions {
     /// Compute, store and verify a CRC-32C of every page in the optimized region
     /// (format version 3 images; docs/format.md "Data checksums").
     pub data_checksums: bool,
+    /// The background copier's staging buffer: one round copies at most this many bytes
+    /// (as the copy scheduler's batches), holding the gate one batch at a time, and a
+    /// kept reconfiguration commits its progress after each round.
+    pub copier_staging_bytes: u64,
 }
 
 impl Default for EngineOptions {
@@ -77,6 +84,7 @@ impl Default for EngineOptions {
             max_copy_pages: 64,
             sequential_cutoff_bytes: None,
             data_checksums: true,
+            copier_staging_bytes: copier::STAGING_BYTES,
         }
     }
 }
@@ -334,6 +342,8 @@ pub struct Engine {
     last_io_ns: AtomicU64,
     recovery: RebuildReport,
     replan: Mutex<Option<crate::replan::ReplanStatus>>,
+    /// Where the plan under way is kept until its last step (engine/resume.rs).
+    reconfig_file: Mutex<Option<std::path::PathBuf>>,
     untrusted: Untrusted,
     /// The persistent I/O error that turned the engine read-only, if any.
     io_failure: Mutex<Option<String>>,
@@ -546,6 +556,7 @@ impl Engine {
             last_io_ns: AtomicU64::new(0),
             recovery: rebuild,
             replan: Mutex::new(None),
+            reconfig_file: Mutex::new(None),
             untrusted,
             io_failure: Mutex::new(None),
             free: Mutex::new(free),
@@ -878,12 +889,18 @@ impl Engine {
         if let Some(e) = refuse() {
             return Err(e);
         }
+        self.counters.flushes.fetch_add(1, Relaxed);
+        self.commit_changes(&mut c)
+    }
+
+    /// Commits the changed segments' summaries (and free-map chunks): the map as it is
+    /// now becomes the durable one.
+    fn commit_changes(&self, c: &mut CommitState) -> io::Result<()> {
         let snap = {
             let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
-            self.snapshot(&c)
+            self.snapshot(c)
         };
-        self.counters.flushes.fetch_add(1, Relaxed);
-        self.persist(&mut c, snap)
+        self.persist(c, snap)
     }
 
     /// Encodes the dirty segments' summaries under the next commit number and clears
@@ -1128,6 +1145,7 @@ impl Engine {
         if allow_reconfig {
             let ran = self.copier_tick()?;
             if ran > 0 {
+                self.commit_progress()?;
                 return Ok(ran);
             }
         }
@@ -1234,7 +1252,9 @@ impl Engine {
             steps_pending: r.steps.len() as u64,
             diff: Some(r.stats.into()),
         };
-        st.plan = Some(plan);
+        st.plan = Some(plan.clone());
+        drop(st);
+        self.keep_plan_unless_done(&plan, r.steps.is_empty());
         Ok(r.stats)
     }
 

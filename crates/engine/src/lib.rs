@@ -15,6 +15,7 @@ pub mod engine;
 pub mod format;
 pub mod freemap;
 pub mod image;
+pub mod learned;
 pub mod meta;
 pub mod recorder;
 pub mod replan;

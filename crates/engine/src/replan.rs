@@ -8,6 +8,7 @@
 //! module only decides *when*.
 
 use crate::engine::Engine;
+use crate::learned::Learner;
 use reblock_eval::online::{AdmissionModel, Backtest};
 use reblock_layout::{Admission, Choice, Plan};
 use reblock_nbd::{Op as NbdOp, RequestEvent, RequestObserver};
@@ -57,6 +58,8 @@ pub enum ReplanError {
     Admission(reblock_eval::EvalError),
     #[error("guard device: {0}")]
     GuardDevice(reblock_eval::EvalError),
+    #[error(transparent)]
+    Learning(#[from] reblock_plan::LearningError),
     #[error("spawn re-planning thread: {0}")]
     Spawn(std::io::Error),
 }
@@ -111,7 +114,17 @@ pub struct ReplanOptions {
     /// installed only when the busy time it is predicted to save on the model exceeds
     /// what its copies cost there. `None`: every plan is installed.
     pub guard_device: Option<String>,
+    /// Decay of the learning state kept across re-plans (see `reblock_plan::learning`):
+    /// each re-plan learns from what was learnt before, multiplied by this, plus the
+    /// requests since. 0: no learning state, each plan learns from the window alone.
+    pub learning_decay: f64,
+    /// Where the learning state is kept across restarts (`IMAGE.learned`); `None`: in
+    /// memory only.
+    pub learned_file: Option<crate::learned::LearnedFile>,
 }
+
+/// The learning decay `serve` uses unless told otherwise.
+pub const DEFAULT_LEARNING_DECAY: f64 = 1.0;
 
 impl ReplanOptions {
     pub fn new(policy: &str) -> ReplanOptions {
@@ -124,6 +137,8 @@ impl ReplanOptions {
             min_new_requests: 64,
             poll: Duration::from_millis(100),
             guard_device: None,
+            learning_decay: DEFAULT_LEARNING_DECAY,
+            learned_file: None,
         }
     }
 }
@@ -153,6 +168,16 @@ pub struct ReplanStatus {
     pub admitted: u64,
     pub refused: u64,
     pub sent_home: u64,
+    /// The learning state's decay per re-plan; absent when plans learn from the window
+    /// alone.
+    pub learning_decay: Option<f64>,
+    /// Distinct pages the learning state covers, as of its last checkpoint.
+    pub learned_pages: u64,
+    /// Requests it holds (decayed counts) and re-plans (epochs) it has been through.
+    pub learned_requests: u64,
+    pub learned_epochs: u64,
+    /// Where the learning state came from: its file (read back at start) or "fresh".
+    pub learned_from: Option<String>,
 }
 
 /// The most recent served requests, as trace records (connection id as pid), in a ring
@@ -261,22 +286,34 @@ pub fn check_online_policy(name: &str) -> Result<(), ReplanError> {
 fn placement_of(
     engine: &Engine,
     policy: &str,
+    learnt: Option<&Learner>,
     requests: &[Request],
 ) -> Result<Placement, ReplanError> {
     let p = by_name(policy)?;
     let layout = engine.layout();
     let page_sectors =
         NonZeroU32::new(layout.page_bytes / 512).ok_or(ReplanError::PageSize(layout.page_bytes))?;
-    let data_pages = layout.data_bytes / u64::from(layout.page_bytes);
-    let graph = build_graphs(requests.iter().copied().filter(|r| {
-        (r.sector + u64::from(r.sectors)).div_ceil(u64::from(page_sectors.get())) <= data_pages
-    }));
+    let requests = in_data_area(engine, requests);
+    let graph = match learnt {
+        Some(l) => l.graph_with(&requests),
+        None => build_graphs(requests),
+    };
     let params = PlanParams {
         page_sectors,
         read_cache_pages: Some(u64::from(layout.read_cache_pages)),
         ..PlanParams::default()
     };
     Ok(p.plan(&graph, &params))
+}
+
+/// The requests that lie within the data area (the server refuses the others anyway).
+fn in_data_area(engine: &Engine, requests: &[Request]) -> Vec<Request> {
+    let data_sectors = engine.layout().data_bytes / 512;
+    let page_sectors = u64::from(engine.layout().page_bytes / 512).max(1);
+    let end = data_sectors / page_sectors * page_sectors;
+    (requests.iter().copied())
+        .filter(|r| r.sector + u64::from(r.sectors) <= end)
+        .collect()
 }
 
 /// Starts the engine's background reconfiguration toward `placement`; its pages.
@@ -294,7 +331,7 @@ pub fn plan_and_apply(
     policy: &str,
     requests: Vec<Request>,
 ) -> Result<u64, ReplanError> {
-    install(engine, &placement_of(engine, policy, &requests)?)
+    install(engine, &placement_of(engine, policy, None, &requests)?)
 }
 
 /// What one guarded re-plan did.
@@ -311,22 +348,17 @@ pub struct Guarded {
 /// judged on it), scaled to `next_requests`, plus its scheduled copy cost.
 pub fn plan_guarded(
     engine: &Engine,
-    policy: &str,
+    (policy, learnt): (&str, Option<&Learner>),
     requests: &[Request],
     model: &AdmissionModel,
     next_requests: u64,
 ) -> Result<Guarded, ReplanError> {
-    let data_sectors = engine.layout().data_bytes / 512;
-    let requests: Vec<Request> = requests
-        .iter()
-        .copied()
-        .filter(|r| r.sector + u64::from(r.sectors) <= data_sectors)
-        .collect();
+    let requests = in_data_area(engine, requests);
     let tail_len = (requests.len() / 4).clamp(1, next_requests.max(1) as usize);
     let split = requests.len().saturating_sub(tail_len);
     let tail = &requests[split..];
-    let plan = placement_of(engine, policy, &requests)?;
-    let trial = placement_of(engine, policy, &requests[..split])?;
+    let plan = placement_of(engine, policy, learnt, &requests)?;
+    let trial = placement_of(engine, policy, learnt, &requests[..split])?;
     let b = Backtest {
         tail,
         scale: next_requests as f64 / tail.len().max(1) as f64,
@@ -423,15 +455,22 @@ impl Replanner {
             .map(AdmissionModel::new)
             .transpose()
             .map_err(ReplanError::GuardDevice)?;
-        let planner = Planner {
+        let page_sectors = u64::from(engine.layout().page_bytes / 512);
+        let learner = (o.learning_decay > 0.0)
+            .then(|| Learner::open(o.learning_decay, o.learned_file.clone(), page_sectors))
+            .transpose()
+            .map_err(ReplanError::Learning)?;
+        let mut planner = Planner {
             model,
             every: o.every,
+            learner,
         };
         let mut status = ReplanStatus {
             policy: o.policy.clone(),
             guard_device: o.guard_device.clone(),
             ..Default::default()
         };
+        planner.report_learning(&mut status);
         engine.set_replan_status(status.clone());
         let thread = std::thread::Builder::new()
             .name("replan".into())
@@ -451,10 +490,15 @@ impl Replanner {
                     status.requests_seen = seen;
                     if let Some(trigger) = t.due(&engine, seen) {
                         let since = seen - t.seen_at_plan;
-                        replan_once(&engine, &window, &planner, &mut status, trigger, since);
+                        replan_once(&engine, &window, &mut planner, &mut status, trigger, since);
                         t.planned(seen);
                     }
                     engine.set_replan_status(status.clone());
+                }
+                // A clean stop keeps what was learnt since the last plan.
+                let since = window.seen() - t.seen_at_plan;
+                if since > 0 {
+                    planner.checkpoint(&engine, &newest(&window, since));
                 }
             })
             .map_err(ReplanError::Spawn)?;
@@ -472,11 +516,21 @@ impl Replanner {
     }
 }
 
-/// How the re-planner plans: the policy, and the guard when it is on.
+/// How the re-planner plans: the policy, the guard when it is on, and the learning
+/// state when plans learn from more than the window.
 struct Planner {
     model: Option<AdmissionModel>,
     /// The periodic trigger, which fixes how many requests the next plan serves.
     every: Option<Every>,
+    learner: Option<Learner>,
+}
+
+/// The newest `n` requests of the window (all it holds when fewer).
+fn newest(window: &RequestWindow, n: u64) -> Vec<Request> {
+    let mut all = window.snapshot();
+    let keep = all.len().min(usize::try_from(n).unwrap_or(usize::MAX));
+    all.drain(..all.len() - keep);
+    all
 }
 
 /// Requests the next plan is expected to serve: a request-count trigger's period; for
@@ -491,7 +545,8 @@ fn expected_period(every: Option<Every>, since_last_plan: u64) -> u64 {
 }
 
 impl Planner {
-    /// Plans once, guarded or not; the pages installed.
+    /// Plans once, guarded or not, from `requests` (with the learning state: the
+    /// requests since the last plan; without: the window); the pages installed.
     fn run(
         &self,
         engine: &Engine,
@@ -499,11 +554,12 @@ impl Planner {
         requests: &[Request],
         since_last_plan: u64,
     ) -> Result<u64, ReplanError> {
+        let learnt = self.learner.as_ref();
         let Some(model) = &self.model else {
-            return plan_and_apply(engine, &s.policy, requests.to_vec());
+            return install(engine, &placement_of(engine, &s.policy, learnt, requests)?);
         };
         let next = expected_period(self.every, since_last_plan);
-        let g = plan_guarded(engine, &s.policy, requests, model, next)?;
+        let g = plan_guarded(engine, (&s.policy, learnt), requests, model, next)?;
         match g.admission.choice {
             Choice::Plan => s.admitted += 1,
             Choice::Keep => s.refused += 1,
@@ -513,20 +569,44 @@ impl Planner {
         s.last_admission = Some(g.admission);
         Ok(g.pages)
     }
+
+    /// The requests since the last plan join the learning state, which is kept.
+    fn checkpoint(&mut self, engine: &Engine, new: &[Request]) {
+        if let Some(l) = &mut self.learner {
+            l.checkpoint(&in_data_area(engine, new));
+        }
+    }
+
+    /// The learning state's figures for `status`.
+    fn report_learning(&self, s: &mut ReplanStatus) {
+        if let Some(l) = &self.learner {
+            s.learning_decay = Some(l.state().decay());
+            s.learned_pages = l.learned_pages;
+            s.learned_requests = l.state().requests();
+            s.learned_epochs = l.state().epochs();
+            s.learned_from = Some(l.origin.clone());
+        }
+    }
 }
 
 fn replan_once(
     engine: &Engine,
     window: &RequestWindow,
-    planner: &Planner,
+    planner: &mut Planner,
     s: &mut ReplanStatus,
     trigger: &str,
     since_last_plan: u64,
 ) {
-    let requests = window.snapshot();
+    let requests = match planner.learner {
+        Some(_) => newest(window, since_last_plan),
+        None => window.snapshot(),
+    };
     let n = requests.len() as u64;
     let t0 = Instant::now();
-    match planner.run(engine, s, &requests, since_last_plan) {
+    let planned = planner.run(engine, s, &requests, since_last_plan);
+    planner.checkpoint(engine, &requests);
+    planner.report_learning(s);
+    match planned {
         Ok(pages) => {
             s.plans += 1;
             s.last_planned_pages = pages;

@@ -285,6 +285,10 @@ pub struct EvalConfig {
     pub write_buffer_fraction: f64,
     pub interval: Interval,
     pub training: Training,
+    /// Plans learn from a decayed learning state instead of `training`: each boundary's
+    /// phase counts 1, the one before this factor, the one before that its square...
+    /// (1: everything, as cumulative training; 0: the last phase only, as partial).
+    pub learning_decay: Option<f64>,
     pub trigger: Trigger,
     /// Normal phases replay at trace time divided by this (seed 000 §6.1: 168);
     /// reconfiguration copies always at 1x.
@@ -320,6 +324,7 @@ impl Default for EvalConfig {
                 reconfigurations: 4,
             },
             training: Training::Cumulative,
+            learning_decay: None,
             trigger: Trigger::Interval,
             speed: 168.0,
             guard: true,
@@ -351,6 +356,12 @@ impl EvalConfig {
         }
         if self.guard_epoch_requests == 0 {
             return Err(bad("guard-epoch", "must be at least 1 request"));
+        }
+        if let Some(d) = self.learning_decay {
+            if !(0.0..=1.0).contains(&d) {
+                let why = format!("{d}: must be within 0 (forget each phase) and 1 (keep all)");
+                return Err(bad("learning-decay", why));
+            }
         }
         Ok(())
     }

@@ -14,6 +14,7 @@ pub mod config;
 pub mod free;
 pub mod html;
 pub mod layout;
+mod learnt;
 pub mod online;
 pub mod options;
 pub mod plan_trace;

@@ -31,6 +31,9 @@ pub struct EvalOptions {
     pub write_buffer: String,
     pub interval: String,
     pub training: String,
+    /// Decay of the learning state plans are made from (see
+    /// [`EvalConfig::learning_decay`]); none: `training` alone.
+    pub learning_decay: Option<f64>,
     /// Normal phases' speed-up (default 168).
     pub speed: Option<f64>,
     pub sweep: Option<String>,
@@ -55,6 +58,7 @@ impl Default for EvalOptions {
             write_buffer: "0.1".into(),
             interval: "4".into(),
             training: "cumulative".into(),
+            learning_decay: None,
             speed: None,
             sweep: None,
             guard: true,
@@ -88,6 +92,7 @@ impl EvalOptions {
             write_buffer_fraction: parse_fraction("write-buffer", &self.write_buffer)?,
             interval: Interval::parse(&self.interval)?,
             training: Training::parse(&self.training)?,
+            learning_decay: self.learning_decay,
             trigger: Trigger::parse(&self.trigger)?,
             speed: self.speed.unwrap_or(168.0),
             guard: self.guard,

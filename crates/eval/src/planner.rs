@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use reblock_plan::{build_graphs, by_name, Placement, PlanParams};
+use reblock_plan::{build_graphs, by_name, MasterGraph, Placement, PlanParams};
 use reblock_trace::Request;
 use serde::{Deserialize, Serialize};
 
@@ -34,12 +34,25 @@ pub fn plan(
     training: &[Request],
     params: &PlanParams,
 ) -> Result<(Placement, PlanCost), EvalError> {
+    plan_from(policy, params, training.len(), || {
+        build_graphs(training.iter().copied())
+    })
+}
+
+/// Runs `policy` with `params` on the graph `graph` makes (from `training_requests`
+/// requests), its cost counted with the plan's.
+pub fn plan_from(
+    policy: &str,
+    params: &PlanParams,
+    training_requests: usize,
+    graph: impl FnOnce() -> MasterGraph,
+) -> Result<(Placement, PlanCost), EvalError> {
     let p = by_name(policy).map_err(|e| EvalError::Setup(e.to_string()))?;
     let (cpu0, wall0) = (thread_cpu_s(), Instant::now());
-    let graph = build_graphs(training.iter().copied());
+    let graph = graph();
     let placement = p.plan(&graph, params);
     let cost = PlanCost {
-        training_requests: training.len() as u64,
+        training_requests: training_requests as u64,
         graph_vertices: graph.len() as u64,
         graph_edges: graph.edge_count() as u64,
         pages_placed: placement.pages() + placement.replicas.iter().map(|r| r.pages).sum::<u64>(),

@@ -19,13 +19,14 @@ use reblock_freespace::FreeExtents;
 
 use reblock_layout::admission::paired_stderr_s;
 use reblock_layout::ScheduleOptions;
-use reblock_plan::{Placement, PlanParams, TargetSpace};
+use reblock_plan::{LearningState, Placement, PlanParams, TargetSpace};
 use reblock_trace::Request;
 use rustc_hash::FxHashMap;
 
-use crate::config::{EvalConfig, Interval, Training, Trigger};
+use crate::config::{EvalConfig, Interval, Trigger};
 use crate::layout::{share, CopyIo, Layout};
-use crate::planner::{self, PlanCost};
+use crate::learnt::Learnt;
+use crate::planner::PlanCost;
 use crate::replay::{self, Measured, Profile};
 use crate::replicas::{DiskModel, Replicated};
 use crate::results::{Admission, Choice, PhaseKind, PhaseResult, PolicyResult};
@@ -139,6 +140,10 @@ impl<'a> Runner<'a> {
         let (mut phases, mut start, mut i) = (Vec::new(), 0, 0);
         // N0 starts empty and untried: its first epoch is guarded.
         let mut trial_hurt = true;
+        let mut learning = (self.cfg.learning_decay)
+            .map(|d| LearningState::new(d, LearningState::DEFAULT_MAX_VERTICES))
+            .transpose()
+            .map_err(|e| EvalError::Setup(e.to_string()))?;
         while start < reqs.len() {
             let end = self.phase_end(start, &layout, i == 0);
             progress(&format!("N{i}"));
@@ -166,14 +171,12 @@ impl<'a> Runner<'a> {
             }
             i += 1;
             progress(&format!("R{i}"));
-            let train = match self.cfg.training {
-                Training::Cumulative => &reqs[..end],
-                Training::Partial => &reqs[start..end],
-            };
+            let train = Learnt::of(self.cfg.training, learning.as_ref(), reqs, (start, end));
             let tail = &reqs[end - backtest_len(train.len(), end - start)..end];
             let horizon = self.phases_left(end);
             let (io, cost, admission, hurt) =
-                self.reconfigure(policy, &mut layout, train, tail, (end - start, horizon))?;
+                self.reconfigure(policy, &mut layout, &train, tail, (end - start, horizon))?;
+            learn_phase(learning.as_mut(), &reqs[start..end]);
             // Keeping a layout the guard served plain for the whole phase keeps it guarded:
             // "keep" was predicted on a backtest the layout never served unguarded. (UMass
             // Financial1's device 11: sent home three times, then kept on a 2-request
@@ -343,14 +346,14 @@ impl<'a> Runner<'a> {
         &self,
         policy: &str,
         layout: &mut Layout,
-        train: &[Request],
+        train: &Learnt,
         tail: &[Request],
         (phase_len, horizon): (usize, f64),
     ) -> Result<(CopyIo, Option<PlanCost>, Option<Admission>, bool), EvalError> {
         if matches!(layout, Layout::Home(_)) {
             return Ok((CopyIo::default(), None, None, false));
         }
-        let (raw, cost) = planner::plan(policy, train, &self.params())?;
+        let (raw, cost) = train.plan(policy, &self.params(), 0)?;
         let placement = layout.stable(&raw);
         if !self.cfg.guard {
             let io = layout.reconfigure(&placement, &self.schedule)?;
@@ -364,11 +367,11 @@ impl<'a> Runner<'a> {
         let scale = phase_len as f64 / tail.len() as f64;
         let plain = self.vanilla_profile_of(tail)?;
         let keep = self.shadow_profile(layout.clone(), tail)?;
-        let before = &train[..train.len() - tail.len()];
-        let early = if before.is_empty() {
+        let early = if train.len() == tail.len() {
             raw.clone()
         } else {
-            planner::plan(policy, before, &self.trial_params(before, train))?.0
+            let params = self.trial_params(train.share(tail.len()));
+            train.plan(policy, &params, tail.len())?.0
         };
         let mut home = placement.clone();
         home.ranges.clear();
@@ -486,8 +489,7 @@ impl<'a> Runner<'a> {
     /// the real plan is made from, its edge-weight floor is scaled down with it, so that
     /// a transition seen once in each of two days is kept by both (with the full floor,
     /// the start-up capture's first trial, one day of training, placed nothing).
-    fn trial_params(&self, before: &[Request], train: &[Request]) -> PlanParams {
-        let share = before.len() as f64 / train.len().max(1) as f64;
+    fn trial_params(&self, share: f64) -> PlanParams {
         let floor = (self.cfg.min_edge_weight as f64 * share).round() as u64;
         PlanParams {
             min_edge_weight: floor.max(1),
@@ -637,6 +639,14 @@ fn stays_guarded(was_guarded: bool, twin_s: f64, plain_s: f64) -> bool {
         twin_s >= plain_s * (1.0 - GUARD_TOLERANCE)
     } else {
         twin_s > plain_s * (1.0 + GUARD_TOLERANCE)
+    }
+}
+
+/// The phase just ended joins the learning state, which then decays into the next epoch.
+fn learn_phase(state: Option<&mut LearningState>, phase: &[Request]) {
+    if let Some(s) = state {
+        s.learn(phase);
+        s.next_epoch();
     }
 }
 

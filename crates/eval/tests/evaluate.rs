@@ -323,3 +323,44 @@ fn a_data_area_permutation_that_starts_losing_is_sent_home_mid_phase_at_a_charge
     assert!(g.busy_time_s < u.busy_time_s);
     assert_eq!(u.bytes_moved, 0);
 }
+
+/// The learning state with decay 1 is the cumulative training and with decay 0 the
+/// partial one, phase by phase and to the nanosecond; a decay between keeps what the
+/// last phases learnt, weighted less.
+#[test]
+fn learning_decay_spans_partial_to_cumulative_training() {
+    let (a, b) = (scattered(32, 1), scattered(32, 2));
+    let reqs: Vec<Request> = (0..400)
+        .map(|i| read(i, if i < 200 { a[i % 32] } else { b[i % 32] }, 10 * MS))
+        .collect();
+    let outcome = |training, learning_decay| {
+        let mut cfg = config(&["borg", "hot"]);
+        (cfg.training, cfg.learning_decay) = (training, learning_decay);
+        cfg.interval = Interval::Count {
+            reconfigurations: 3,
+        };
+        let r = run(&reqs, &cfg);
+        let of = |p: &PolicyResult| {
+            let placed = p.phases.iter().filter_map(|p| p.plan.as_ref());
+            let placed: Vec<u64> = placed.map(|c| c.pages_placed).collect();
+            (p.busy_time_s, placed)
+        };
+        (of(&r["borg"]), of(&r["hot"]))
+    };
+    let cumulative = outcome(Training::Cumulative, None);
+    assert_eq!(outcome(Training::Partial, Some(1.0)), cumulative);
+    assert_eq!(
+        outcome(Training::Cumulative, Some(0.0)),
+        outcome(Training::Partial, None)
+    );
+    assert_eq!((cumulative.0).1, vec![32, 32, 64]);
+    // Half of what A's two phases taught survives into R3: enough for hot's counts.
+    assert_eq!(
+        (outcome(Training::Partial, Some(0.5)).1).1,
+        vec![32, 32, 64]
+    );
+    let mut bad = config(&["borg"]);
+    bad.learning_decay = Some(1.5);
+    let err = bad.validate().unwrap_err().to_string();
+    assert!(err.contains("learning-decay"), "{err}");
+}

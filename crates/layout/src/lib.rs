@@ -36,6 +36,7 @@ pub mod map;
 pub mod piggyback;
 pub mod plan;
 pub mod schedule;
+pub mod sealed;
 pub mod units;
 
 pub use admission::{Admission, Choice};
@@ -51,4 +52,5 @@ pub use schedule::{
     plan_order_requests, position_reads, CopyBatch, CopyRequest, CopySchedule, ExtentMove,
     Positioning, ScheduleOptions, POSITIONED_WINDOW,
 };
+pub use sealed::{SealError, SealKind};
 pub use units::{Extent, PagePiece, PageSize, UnitError, DEFAULT_PAGE_SECTORS, SECTOR_BYTES};

@@ -132,10 +132,17 @@ impl ProcessGraphs {
     /// Adds one request to its process's graph. Zero-length requests carry no blocks and
     /// are ignored.
     pub fn add(&mut self, r: &Request) {
+        self.add_weighted(r, 1);
+    }
+
+    /// Adds one request counting `weight` times: its vertex's hits, the edges into it and
+    /// [`ProcessGraphs::requests`] all grow by `weight` (the learning state counts in
+    /// fixed-point units so that decayed counts keep their fractions).
+    pub fn add_weighted(&mut self, r: &Request, weight: u64) {
         if r.sectors == 0 {
             return;
         }
-        self.requests += 1;
+        self.requests += weight;
         let process = self.process_id(ProcessKey::of(r));
         let next_id = self.vertices.len() as u32;
         let id = *self
@@ -149,10 +156,10 @@ impl ProcessGraphs {
                 hits: 0,
             });
         }
-        self.vertices[id as usize].hits += 1;
+        self.vertices[id as usize].hits += weight;
         let recent = &mut self.recent[process as usize];
         for &from in &recent.ids {
-            self.edges.add(edge_key(from, id), 1);
+            self.edges.add(edge_key(from, id), weight);
         }
         recent.push(id, self.options.lookahead);
     }
@@ -214,6 +221,94 @@ impl ProcessGraphs {
             (Some(a), Some(b)) => self.edges.get(edge_key(a, b)).unwrap_or(0),
             _ => 0,
         }
+    }
+
+    /// Scales every count by `keep` (rounding down), then drops the vertices left without
+    /// hits and, beyond `max_vertices`, the coldest ones (fewest hits; the newest go first
+    /// on a tie); edges touching a dropped vertex go with it. Vertex ids are renumbered.
+    pub fn decay(&mut self, keep: f64, max_vertices: usize) {
+        self.edges.merge_pending();
+        let scale = |w: u64| (w as f64 * keep) as u64;
+        for v in &mut self.vertices {
+            v.hits = scale(v.hits);
+        }
+        self.requests = scale(self.requests);
+        let mut order: Vec<u32> = (0..self.vertices.len() as u32)
+            .filter(|&i| self.vertices[i as usize].hits > 0)
+            .collect();
+        if order.len() > max_vertices {
+            order.sort_unstable_by_key(|&i| (std::cmp::Reverse(self.vertices[i as usize].hits), i));
+            order.truncate(max_vertices);
+            order.sort_unstable();
+        }
+        let mut new_id = vec![u32::MAX; self.vertices.len()];
+        for (n, &old) in order.iter().enumerate() {
+            new_id[old as usize] = n as u32;
+        }
+        self.vertices = order.iter().map(|&i| self.vertices[i as usize]).collect();
+        self.vertex_ids = (self.vertices.iter().enumerate())
+            .map(|(i, v)| {
+                (
+                    (v.process, v.extent.start_sector, v.extent.sectors),
+                    i as u32,
+                )
+            })
+            .collect();
+        let mut edges = Tally::default();
+        for (a, b, w) in self.edges() {
+            let (a, b, w) = (new_id[a as usize], new_id[b as usize], scale(w));
+            if a != u32::MAX && b != u32::MAX && w > 0 {
+                edges.add(edge_key(a, b), w);
+            }
+        }
+        edges.merge_pending();
+        self.edges = edges;
+        for r in &mut self.recent {
+            r.ids.retain_mut(|id| {
+                *id = new_id[*id as usize];
+                *id != u32::MAX
+            });
+            r.next = 0;
+        }
+    }
+
+    /// Graphs given part by part (a learning state read back from a file): `None` when a
+    /// vertex names a process or an edge names a vertex that is not there, or a vertex
+    /// repeats. Every process starts without recent requests.
+    pub fn from_parts(
+        options: GraphOptions,
+        processes: Vec<ProcessKey>,
+        vertices: Vec<ProcessVertex>,
+        edges: &[(u32, u32, u64)],
+        requests: u64,
+    ) -> Option<ProcessGraphs> {
+        let mut g = ProcessGraphs::new(options);
+        g.requests = requests;
+        for key in processes {
+            let before = g.processes.len();
+            g.process_id(key);
+            if g.processes.len() == before {
+                return None;
+            }
+        }
+        g.last_process = None;
+        for (i, v) in vertices.iter().enumerate() {
+            let key = (v.process, v.extent.start_sector, v.extent.sectors);
+            let fresh = g.vertex_ids.insert(key, i as u32).is_none();
+            if !fresh || v.process as usize >= g.processes.len() || v.extent.sectors == 0 {
+                return None;
+            }
+        }
+        g.vertices = vertices;
+        let n = g.vertices.len() as u32;
+        for &(a, b, w) in edges {
+            if a >= n || b >= n {
+                return None;
+            }
+            g.edges.add(edge_key(a, b), w);
+        }
+        g.edges.merge_pending();
+        Some(g)
     }
 
     /// Sum of incoming and of outgoing edge weights of every vertex, indexed by vertex id.

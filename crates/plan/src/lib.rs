@@ -21,12 +21,14 @@
 pub mod convert;
 pub mod graph;
 pub mod group;
+pub mod learning;
 pub mod master;
 pub mod placement;
 pub mod policy;
 
 pub use convert::NotReadCache;
 pub use graph::{Extent, GraphOptions, ProcessGraphs, ProcessKey};
+pub use learning::{LearningError, LearningState};
 pub use master::{build_graphs, MasterGraph, Vertex, VertexId};
 pub use placement::{PlacedRange, Placement, PlanParams, TargetSpace};
 pub use policy::{by_name, policies, replica_ranges, Capabilities, Policy, UnknownPolicy};

@@ -159,6 +159,34 @@ impl MasterGraph {
             + size_of_val(self.in_offsets.as_slice())
             + size_of_val(self.in_edges.as_slice())
     }
+    /// This graph with every count divided by `unit`, rounded to the nearest: the learning
+    /// state's fixed-point counts as the request counts planners expect. Vertices and edges
+    /// left at 0 are dropped (vertex ids are renumbered).
+    pub fn scaled_down(&self, unit: u64) -> MasterGraph {
+        let unit = unit.max(1);
+        let round = |w: u64| (w + unit / 2) / unit;
+        let mut new_id = vec![u32::MAX; self.len()];
+        let mut vertices = Vec::new();
+        for (i, v) in self.vertices.iter().enumerate() {
+            if round(v.hits) > 0 {
+                new_id[i] = vertices.len() as VertexId;
+                vertices.push(Vertex {
+                    hits: round(v.hits),
+                    ..*v
+                });
+            }
+        }
+        let edges = self
+            .edges()
+            .map(|(a, b, w)| (new_id[a as usize], new_id[b as usize], round(w)))
+            .filter(|e| e.0 != u32::MAX && e.1 != u32::MAX)
+            .collect();
+        let mut g = MasterGraph::from_edges(vertices, edges);
+        g.requests = round(self.requests);
+        g.processes = self.processes;
+        g
+    }
+
     /// The vertex holding `sector`, if any.
     pub fn vertex_at(&self, sector: u64) -> Option<VertexId> {
         let i = self

@@ -53,6 +53,12 @@ pub struct Args {
     /// interval only), as BORG's evaluation compares them.
     #[arg(long, default_value = "cumulative", value_name = "T")]
     pub training: String,
+    /// Learn each plan from a decayed learning state kept across phases instead of
+    /// --training: the phase just ended counts fully, the one before it D times, the one
+    /// before that D² times...; 1 keeps everything (as cumulative), 0 forgets each phase
+    /// (as partial). The same state `serve` keeps across re-plans and restarts.
+    #[arg(long, value_name = "D")]
+    pub learning_decay: Option<f64>,
     /// Normal phases replay at the trace's pace sped up this much [default: 168, as BORG's
     /// evaluation replays a week in an hour]; reconfiguration copies always replay at 1x. With --array, the testing
     /// part replays at this speed-up [default: 1].
@@ -124,6 +130,7 @@ fn options(args: &Args) -> EvalOptions {
         write_buffer: args.write_buffer.clone(),
         interval: args.interval.clone(),
         training: args.training.clone(),
+        learning_decay: args.learning_decay,
         speed: args.speed,
         sweep: args.sweep.clone(),
         guard: !args.no_guard,

@@ -90,7 +90,10 @@ pub struct Args {
     /// On SIGINT/SIGTERM, copy every dirty page home before exiting (see `reblock detach`).
     #[arg(long)]
     pub detach_on_exit: bool,
-    /// Background reconfiguration copy rate, MiB/s [default: 64].
+    /// Background reconfiguration copy rate, MiB/s [default: 64]. A reconfiguration cut
+    /// by a crash or a stop resumes at the next start: its plan is kept beside the image as
+    /// IMAGE.reconfig until its last copy, and pages it had already placed are not copied
+    /// again.
     #[arg(long)]
     pub rate_mib_s: Option<u64>,
     /// Sequential cutoff: a write that finds none of its pages in the BOPT and is larger
@@ -134,6 +137,17 @@ pub struct Args {
     /// Served requests kept in memory for re-planning [default: 1000000].
     #[arg(long)]
     pub replan_window: Option<usize>,
+    /// What learning remembers: each re-plan learns from the access graphs learnt before
+    /// (their counts multiplied by D at every re-plan, the coldest dropped beyond a
+    /// bound) plus the requests served since. 1 remembers everything, 0.5 halves the
+    /// weight of older re-plans' requests each time, 0 keeps no learning state (each plan
+    /// learns from the recent-request window alone). The state is written beside the
+    /// image as IMAGE.learned at every re-plan and at a clean stop, and read back at
+    /// start, so a restarted server's first plan uses what was learnt before; a torn,
+    /// corrupted or other-version file fails its checksum and is ignored with a warning.
+    /// `status --json` shows learned_pages and learned_from [default: 1].
+    #[arg(long, value_name = "D")]
+    pub learning_decay: Option<f64>,
     /// Behave like this disk model (hdd:wd2500aaks, hdd:barracuda, ...): every backing
     /// I/O is held until its completion time on the model, computed from where it lands
     /// (the data area, then the optimized region right after it, as the image holds them
@@ -204,6 +218,7 @@ struct FileConfig {
     replan_on_idle: Option<f64>,
     replan_on_hit_rate_drop: Option<f64>,
     replan_window: Option<usize>,
+    learning_decay: Option<f64>,
     socket_mode: Option<String>,
     max_connections: Option<usize>,
     tls: Option<TlsMode>,
@@ -281,6 +296,7 @@ fn merge(mut a: Args) -> anyhow::Result<Args> {
     a.replan_on_idle = a.replan_on_idle.or(c.replan_on_idle);
     a.replan_on_hit_rate_drop = a.replan_on_hit_rate_drop.or(c.replan_on_hit_rate_drop);
     a.replan_window = a.replan_window.or(c.replan_window);
+    a.learning_decay = a.learning_decay.or(c.learning_decay);
     if a.socket_mode.is_none() {
         a.socket_mode = c
             .socket_mode
@@ -594,6 +610,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         eprintln!("reblock: ERROR: {w}");
     }
     seed_free_map(&a, opened.formatted.is_some(), &engine)?;
+    resume_reconfiguration(&a, &engine);
     let engine = Arc::new(engine);
     serve_engine(&a, checked, bound, engine, stop)
 }
@@ -740,6 +757,25 @@ fn serve_engine(
     Ok(())
 }
 
+/// Resumes the reconfiguration a previous run left unfinished (its plan kept beside the
+/// image), and keeps the plan of every reconfiguration from now on.
+fn resume_reconfiguration(a: &Args, engine: &Engine) {
+    if a.read_only {
+        return;
+    }
+    let file = reblock_engine::engine::reconfig_file_of(&a.image);
+    match engine.resume_reconfiguration(file) {
+        Ok(Some(d)) => eprintln!(
+            "reblock: resuming an interrupted reconfiguration: {} pages already in place stay, \
+             {} to copy",
+            d.static_pages,
+            d.incoming_pages + d.relocate_pages
+        ),
+        Ok(None) => {}
+        Err(e) => eprintln!("reblock: warning: not resuming the interrupted reconfiguration: {e}"),
+    }
+}
+
 /// Policy `serve` learns with when --replan-policy is not given.
 const DEFAULT_REPLAN_POLICY: &str = "borg";
 /// Requests between re-plans when no trigger is given.
@@ -794,6 +830,15 @@ fn replan_options(a: &Args) -> anyhow::Result<Option<ReplanOptions>> {
     }
     if let Some(n) = a.replan_window {
         o.window_requests = n.max(1);
+    }
+    if let Some(d) = a.learning_decay {
+        if !(0.0..=1.0).contains(&d) {
+            bail!("--learning-decay {d}: must be within 0 (no learning state) and 1 (remember everything)");
+        }
+        o.learning_decay = d;
+    }
+    if !a.read_only {
+        o.learned_file = Some(reblock_engine::learned::LearnedFile::of_image(&a.image));
     }
     Ok(Some(o))
 }

@@ -1,7 +1,7 @@
 //! Helpers shared by the `serve` tests.
 
 use assert_cmd::cargo::cargo_bin;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -71,4 +71,28 @@ pub fn terminate(child: &mut Child) -> ExitStatus {
             );
         }
     }
+}
+
+/// An MSR-format trace of `n` reads of 4 KiB in `dir/name`; `sector_of(i)` places read i.
+#[allow(dead_code)]
+pub fn msr_reads(dir: &Path, name: &str, n: u64, sector_of: impl Fn(u64) -> u64) -> PathBuf {
+    let p = dir.join(name);
+    let mut text = String::new();
+    for i in 0..n {
+        let ts = 128_166_481_075_232_275u64 + i * 10_000;
+        text += &format!("{ts},t,0,Read,{},4096,100\n", sector_of(i) * 512);
+    }
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// `reblock status --control CTL --json`, parsed.
+#[allow(dead_code)]
+pub fn status_of(ctl: &Path) -> serde_json::Value {
+    let out = Command::new(cargo_bin("reblock"))
+        .args(["status", "--control", ctl.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "status: {out:?}");
+    serde_json::from_slice(&out.stdout).unwrap()
 }

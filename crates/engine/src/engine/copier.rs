@@ -84,7 +84,7 @@ impl Engine {
 
     /// The staging buffer's size in pages.
     fn staging_pages(&self) -> u64 {
-        (STAGING_BYTES / self.geo.page.bytes()).max(1)
+        (self.opts.copier_staging_bytes / self.geo.page.bytes()).max(1)
     }
 
     /// The queue's next steps, up to one staging buffer of pages, and the queue's
