@@ -25,6 +25,18 @@ impl Default for BackgroundOptions {
     }
 }
 
+/// Sleeps `d` (a round's bytes over the rate: a copier round can be megabytes) in
+/// slices, so that a stop is not kept waiting.
+fn pause(d: Duration, stop: &AtomicBool) {
+    let slice = Duration::from_millis(100);
+    let mut left = d;
+    while !left.is_zero() && !stop.load(Ordering::Relaxed) {
+        let now = left.min(slice);
+        std::thread::sleep(now);
+        left -= now;
+    }
+}
+
 pub struct Background {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -47,7 +59,7 @@ impl Background {
                         Ok(_) => {
                             let moved = engine.bytes_moved() - before;
                             let secs = moved as f64 / o.rate_bytes_per_s.max(1) as f64;
-                            std::thread::sleep(Duration::from_secs_f64(secs.min(1.0)));
+                            pause(Duration::from_secs_f64(secs), &stop2);
                         }
                         Err(e) => {
                             tracing::error!(error = %e, "background step failed");

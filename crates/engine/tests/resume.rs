@@ -68,13 +68,19 @@ fn a_reconfiguration_cut_by_a_crash_resumes_without_copying_placed_pages_again()
         assert_eq!(e.background_tick(true).unwrap(), 1);
     }
     let copied = placed(&e, &plan());
-    assert!(copied > 0 && copied < 40, "{copied} pages placed before the crash");
+    assert!(
+        copied > 0 && copied < 40,
+        "{copied} pages placed before the crash"
+    );
     drop(e); // no close: as after a crash
 
     let (e, report) = Engine::open(store.clone(), opts()).unwrap();
     assert!(report.unclean);
     let before = placed(&e, &plan());
-    assert_eq!(before, copied, "every committed round's pages survive the crash");
+    assert_eq!(
+        before, copied,
+        "every committed round's pages survive the crash"
+    );
     let d = e.resume_reconfiguration(kept.clone()).unwrap().unwrap();
     assert_eq!(d.static_pages, before, "{d:?}");
     assert_eq!(d.incoming_pages, 40 - before, "{d:?}");

@@ -595,6 +595,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         read_only: a.read_only,
         sequential_cutoff_bytes: (cutoff > 0).then_some(cutoff),
         data_checksums: !a.no_data_checksums,
+        // A copier round moves at most a second's worth of the rate limit, so that the
+        // limit holds round by round (the worker sleeps each round's bytes / rate).
+        copier_staging_bytes: copier_staging_bytes(a.rate_mib_s.unwrap_or(64) << 20),
         ..EngineOptions::default()
     };
     let store = emulated(&a, opened.store.clone())?;
@@ -613,6 +616,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     resume_reconfiguration(&a, &engine);
     let engine = Arc::new(engine);
     serve_engine(&a, checked, bound, engine, stop)
+}
+
+/// The copier's staging buffer under a copy rate limit of `rate` bytes/s: the engine's
+/// default, or one second's worth of the rate when that is less.
+fn copier_staging_bytes(rate: u64) -> u64 {
+    EngineOptions::default()
+        .copier_staging_bytes
+        .min(rate.max(1))
 }
 
 /// The region `--create SIZE` formats when --bopt-size is not given: a tenth of the data

@@ -20,7 +20,6 @@ const SEALED: SealKind = SealKind {
     what: "reconfiguration plan",
 };
 
-
 /// Why a kept plan was not resumed.
 #[derive(Debug, thiserror::Error)]
 pub enum ResumeError {
