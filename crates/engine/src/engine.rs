@@ -49,6 +49,7 @@ use std::time::Instant;
 mod checksum;
 mod destage;
 mod replica;
+pub use replica::ReplicaMarks;
 mod trim;
 
 /// Engine knobs (the CLI's flags and TOML file fill them).
@@ -221,6 +222,8 @@ pub struct Status {
     pub replicas: u64,
     /// Reads (of one page each) served from a replica because it lay closer to the head.
     pub replica_hits: u64,
+    /// FS2's free-space watermarks and what they ask now.
+    pub replica_marks: replica::ReplicaMarks,
     /// Pages in the optimized region carry checksums verified on every read.
     pub data_checksums: bool,
     /// Pages of the optimized region found damaged (checksum mismatch) while serving.
@@ -1104,6 +1107,8 @@ impl Engine {
         if self.is_read_only() {
             return Ok(0);
         }
+        // FS2's watermarks first: giving replica pages back costs no I/O.
+        let marks = self.enforce_marks();
         let next = if allow_reconfig {
             lock(&self.state).queue.pop_front()
         } else {
@@ -1123,7 +1128,7 @@ impl Engine {
         match steps {
             Some(steps) => self.destage(&steps),
             // Nothing to destage: FS2 replicas, under the same rate limit and idleness.
-            None => self.replica_tick(allow_reconfig),
+            None => self.replica_tick(allow_reconfig, marks),
         }
     }
 
@@ -1304,6 +1309,8 @@ impl Engine {
         let flushes = self.counters.flushes.load(Relaxed);
         let wb_pages = self.layout.write_buffer_pages;
         let wb_used = st.ind.segments().write_buffer_valid();
+        // Before the literal: its `free_pages` field holds the free-map lock to its end.
+        let replica_marks = self.replica_marks();
         Status {
             data_bytes: self.layout.data_bytes,
             page_bytes: self.layout.page_bytes,
@@ -1352,6 +1359,7 @@ impl Engine {
             free_pages: lock(&self.free).free_pages(),
             replicas: self.replica_count() as u64,
             replica_hits: self.replica_hits(),
+            replica_marks,
             data_checksums: self.sums.enabled(),
             data_checksum_errors: self.counters.data_checksum_errors.load(Relaxed),
         }
