@@ -197,10 +197,11 @@ fn simulate_json(
     serde_json::to_string(&out).map_err(bad_argument)
 }
 
-/// Every request of the trace at `path`, and the device size its Parquet footer records.
 /// The trace's requests, its Parquet footer's device size and its discards (TRIM).
 type TraceData = (Vec<Request>, Option<u64>, Vec<reblock_trace::Discard>);
 
+/// Every request of the trace at `path`, the device size its Parquet footer records, and
+/// its discards.
 fn read_all(path: &str, format: &str, skip_bad: usize) -> PyResult<TraceData> {
     let mut reader = open(path, format, skip_bad)?;
     let mut requests = Vec::new();
