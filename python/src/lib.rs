@@ -197,15 +197,19 @@ fn simulate_json(
     serde_json::to_string(&out).map_err(bad_argument)
 }
 
-/// Every request of the trace at `path`, and the device size its Parquet footer records.
-fn read_all(path: &str, format: &str, skip_bad: usize) -> PyResult<(Vec<Request>, Option<u64>)> {
+/// The trace's requests, its Parquet footer's device size and its discards (TRIM).
+type TraceData = (Vec<Request>, Option<u64>, Vec<reblock_trace::Discard>);
+
+/// Every request of the trace at `path`, the device size its Parquet footer records, and
+/// its discards.
+fn read_all(path: &str, format: &str, skip_bad: usize) -> PyResult<TraceData> {
     let mut reader = open(path, format, skip_bad)?;
     let mut requests = Vec::new();
     while let Some(r) = reader.next_request().map_err(trace_error)? {
         requests.push(r);
     }
     let footer = reader.parquet_meta().and_then(|m| m.device_sectors);
-    Ok((requests, footer))
+    Ok((requests, footer, reader.discards().to_vec()))
 }
 
 fn eval_error(path: &str, e: reblock_eval::EvalError) -> PyErr {
@@ -231,10 +235,11 @@ fn evaluate_json(
     let opts = eval_options(options)?;
     let first = opts.device.as_deref().unwrap_or(DEFAULT_DISKS[0]);
     opts.config(first).map_err(|e| eval_error(path, e))?;
-    let (requests, footer_sectors) = read_all(path, format, skip_bad)?;
+    let (requests, footer_sectors, discards) = read_all(path, format, skip_bad)?;
     let origin = TraceOrigin {
         path: Path::new(path),
         footer_sectors,
+        discards: &discards,
     };
     let evals = py
         .allow_threads(|| evaluate_trace(requests, &origin, &opts, &mut |_| {}))
@@ -357,7 +362,7 @@ fn plan_json(
         k_window,
     };
     opts.check().map_err(bad_argument)?;
-    let (requests, _) = read_all(path, format, skip_bad)?;
+    let (requests, _, _) = read_all(path, format, skip_bad)?;
     let plan = py
         .allow_threads(|| plan_trace(&requests, path, &opts))
         .map_err(|e| TraceError::new_err(e.to_string()))?;

@@ -447,3 +447,68 @@ fn evaluate_fs2_replicates_into_free_space_and_reports_access_time() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no-such-freemap.json"), "{err}");
 }
+
+/// `--free-space discards` on a blkparse capture of the same read loop: an fstrim of
+/// the first 20M pages before it frees them all but the 16 pages read after it; a
+/// discard of one of them at the end frees that one again. A trace without discards
+/// is refused, naming the flag.
+#[test]
+fn evaluate_free_space_from_the_traces_discards() {
+    let dir = tempfile::tempdir().unwrap();
+    let native = std::fs::read_to_string(trace(dir.path())).unwrap();
+    let mut text =
+        String::from("  8,0    0        1     0.000000000   900  Q  DS 0 + 160000000 [fstrim]\n");
+    text.push_str("  8,0    0        2     0.000000100   900  D  DS 0 + 160000000 [fstrim]\n");
+    let mut last = 0;
+    for (i, line) in native.lines().enumerate() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let ts: u64 = f[0].parse().unwrap();
+        last = ts;
+        text.push_str(&format!(
+            "  8,0    0 {:8} {:5}.{:09} 7  Q   R {} + 8 [app]\n",
+            i + 3,
+            ts / 1_000_000_000,
+            ts % 1_000_000_000,
+            f[3]
+        ));
+    }
+    let end = last + 1_000_000;
+    text.push_str(&format!(
+        "  8,0    0 99999 {:5}.{:09} 900  Q  D 9876536 + 8 [fstrim]\n",
+        end / 1_000_000_000,
+        end % 1_000_000_000
+    ));
+    let path = dir.path().join("loop.blktrace.txt");
+    std::fs::write(&path, text).unwrap();
+    let run = |t: &std::path::Path, format: &str| {
+        reblock()
+            .arg("evaluate")
+            .arg(t)
+            .args(["--format", format])
+            .args(["--device", "hdd:cheetah15k5", "--policies", "vanilla,fs2"])
+            .args(["--interval", "2", "--free-space", "discards", "--json"])
+            .output()
+            .unwrap()
+    };
+    let out = run(&path, "blkparse");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["requests"], 480);
+    let assumption = v["geometry"]["free_space"].as_str().unwrap();
+    assert!(assumption.contains("2 discards"), "{assumption}");
+    assert_eq!(v["geometry"]["free_pages"], 20_000_000 - 16 + 1);
+    let busy = |p: &str| v["policies"][p]["busy_time_s"].as_f64().unwrap();
+    assert!(busy("fs2") < 0.9 * busy("vanilla"));
+
+    let out = run(&dir.path().join("loop.trace"), "native");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--free-space discards") && err.contains("loop.trace"),
+        "{err}"
+    );
+}

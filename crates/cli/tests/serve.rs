@@ -226,23 +226,3 @@ fn data_area_replan_policy_is_refused_at_startup() {
         "{err}"
     );
 }
-
-/// FS2's replicas are evaluated offline only: `--replan-policy fs2` is refused at startup
-/// with the reason and the policies that work online.
-#[test]
-fn replicating_replan_policy_is_refused_at_startup_with_the_reason() {
-    let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("disk.img");
-    let out = Command::new(cargo_bin("reblock"))
-        .args(["serve", img.to_str().unwrap(), "--create", "4M"])
-        .args(["--bopt-size", "2M", "--replan-policy", "fs2"])
-        .args(["--unix", dir.path().join("s").to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(!out.status.success(), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("fs2") && err.contains("free space") && err.contains("borg"),
-        "{err}"
-    );
-}

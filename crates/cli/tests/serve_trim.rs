@@ -239,3 +239,69 @@ fn fs2_replicas_of_hot_pages_are_made_in_trimmed_space_and_never_outlive_a_write
     );
     assert_eq!(c["problems"].as_array().unwrap().len(), 0, "{c}");
 }
+
+/// `serve --replan-policy fs2`: the re-planner's FS2 policy names the pages used with
+/// the hot area and the engine copies them into the trimmed space, within the
+/// free-space watermarks `status --json` reports; every byte reads back, also after a
+/// SIGKILL and restart.
+#[test]
+fn the_fs2_replan_policy_makes_replicas_online() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("disk.img");
+    let sock = dir.path().join("nbd.sock");
+    let start = |create: bool| {
+        let mut c = Command::new(cargo_bin("reblock"));
+        c.args(["serve", img.to_str().unwrap(), "--unix"])
+            .arg(&sock)
+            .args(["--replan-policy", "fs2", "--replan-every", "200"]);
+        if create {
+            c.args(["--create", "64M", "--bopt-size", "16M"]);
+        }
+        let mut server = c.stderr(Stdio::null()).spawn().unwrap();
+        wait_for(&sock, &mut server);
+        server
+    };
+    let mut server = start(true);
+    qemu_io(&sock, &["write -P 0x11 0 64M", "discard 16M 32M", "flush"]);
+    // A start-up: the same scattered 4 KiB reads in the same order, over and over.
+    let reads: Vec<String> = (0..40u64)
+        .map(|k| {
+            format!(
+                "read -P 0x11 {}k 4k",
+                (k * 7919 % 12_000 + 48 * 1024) / 4 * 4
+            )
+        })
+        .collect();
+    for _ in 0..8 {
+        qemu_io(&sock, &reads.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+    let s = wait_status(&sock, |s| s["replicas"].as_u64() >= Some(20));
+    assert_eq!(s["replan"]["policy"], "fs2", "{s}");
+    assert!(s["replicas"].as_u64().unwrap() >= 20, "{s}");
+    let marks = &s["replica_marks"];
+    assert_eq!(marks["verdict"]["action"], "create", "{s}");
+    assert!(
+        marks["unused_free_pages"].as_u64() > marks["high_pages"].as_u64(),
+        "{s}"
+    );
+    // Overwrite some replicated pages, then SIGKILL with replicas in place.
+    qemu_io(&sock, &["write -P 0x22 48M 64k", "flush"]);
+    let expect = [
+        "read -P 0x11 0 16M",
+        "read -P 0 16M 32M",
+        "read -P 0x22 48M 64k",
+        "read -P 0x11 49216k 15296k",
+    ];
+    qemu_io(&sock, &expect);
+    server.kill().unwrap();
+    server.wait().unwrap();
+    std::fs::remove_file(&sock).ok();
+    let mut server = start(false);
+    qemu_io(&sock, &expect);
+    assert!(common::terminate(&mut server).success());
+    let c = json(
+        cargo_bin("reblock").to_str().unwrap(),
+        &["check", img.to_str().unwrap(), "--json"],
+    );
+    assert_eq!(c["problems"].as_array().unwrap().len(), 0, "{c}");
+}

@@ -53,6 +53,7 @@ mod replica;
 mod resume;
 mod trim;
 
+pub use replica::ReplicaMarks;
 pub use resume::{reconfig_file_of, ResumeError};
 
 /// Engine knobs (the CLI's flags and TOML file fill them).
@@ -239,6 +240,8 @@ pub struct Status {
     pub replicas: u64,
     /// Reads (of one page each) served from a replica because it lay closer to the head.
     pub replica_hits: u64,
+    /// FS2's free-space watermarks and what they ask now.
+    pub replica_marks: replica::ReplicaMarks,
     /// Pages in the optimized region carry checksums verified on every read.
     pub data_checksums: bool,
     /// Pages of the optimized region found damaged (checksum mismatch) while serving.
@@ -1142,6 +1145,8 @@ impl Engine {
         if self.is_read_only() {
             return Ok(0);
         }
+        // FS2's watermarks first: giving replica pages back costs no I/O.
+        let marks = self.enforce_marks();
         if allow_reconfig {
             let ran = self.copier_tick()?;
             if ran > 0 {
@@ -1158,7 +1163,7 @@ impl Engine {
         match steps {
             Some(steps) => self.destage(&steps),
             // Nothing to destage: FS2 replicas, under the same rate limit and idleness.
-            None => self.replica_tick(allow_reconfig),
+            None => self.replica_tick(allow_reconfig, marks),
         }
     }
 
@@ -1343,6 +1348,8 @@ impl Engine {
         let flushes = self.counters.flushes.load(Relaxed);
         let wb_pages = self.layout.write_buffer_pages;
         let wb_used = st.ind.segments().write_buffer_valid();
+        // Before the literal: its `free_pages` field holds the free-map lock to its end.
+        let replica_marks = self.replica_marks();
         Status {
             data_bytes: self.layout.data_bytes,
             page_bytes: self.layout.page_bytes,
@@ -1391,6 +1398,7 @@ impl Engine {
             free_pages: lock(&self.free).free_pages(),
             replicas: self.replica_count() as u64,
             replica_hits: self.replica_hits(),
+            replica_marks,
             data_checksums: self.sums.enabled(),
             data_checksum_errors: self.counters.data_checksum_errors.load(Relaxed),
             copier_requests: self.counters.copier_requests.load(Relaxed),

@@ -331,7 +331,9 @@ pub fn plan_and_apply(
     policy: &str,
     requests: Vec<Request>,
 ) -> Result<u64, ReplanError> {
-    install(engine, &placement_of(engine, policy, None, &requests)?)
+    let placement = placement_of(engine, policy, None, &requests)?;
+    engine.want_replicas(&placement.replicas);
+    install(engine, &placement)
 }
 
 /// What one guarded re-plan did.
@@ -358,6 +360,9 @@ pub fn plan_guarded(
     let split = requests.len().saturating_sub(tail_len);
     let tail = &requests[split..];
     let plan = placement_of(engine, policy, learnt, &requests)?;
+    // FS2 replicas are made page by page in idle time under the copier's rate limit and
+    // the free-space watermarks; the admission below weighs the BOPT part.
+    engine.want_replicas(&plan.replicas);
     let trial = placement_of(engine, policy, learnt, &requests[..split])?;
     let b = Backtest {
         tail,
@@ -642,7 +647,7 @@ mod tests {
         assert!(err.contains("dlr-frag") && err.contains("borg"), "{err}");
         let online = online_policies();
         assert!(!online.contains(&"dlr-frag"), "{online:?}");
-        for name in ["vanilla", "hot", "borg", "dlr-seq"] {
+        for name in ["vanilla", "hot", "borg", "dlr-seq", "fs2", "borg+fs2"] {
             assert!(online.contains(&name), "{name} missing from {online:?}");
             check_online_policy(name).unwrap();
         }

@@ -145,11 +145,19 @@ impl ReplicaTable {
         }
     }
 
-    /// The least recently read replica's original.
-    pub fn coldest(&self) -> Option<u64> {
-        self.entries()
-            .min_by_key(|e| (e.last_access, e.refcount))
-            .map(|e| e.original)
+    /// Drops the `n` least recently read replicas (fewest reads first among equals);
+    /// returns how many went.
+    pub fn drop_coldest(&mut self, n: u64) -> usize {
+        let mut by_age: Vec<(u32, u32, u64)> = self
+            .entries()
+            .map(|e| (e.last_access, e.refcount, e.original))
+            .collect();
+        by_age.sort_unstable();
+        by_age
+            .into_iter()
+            .take(n as usize)
+            .map(|(_, _, o)| self.drop_touching(o, o + 1))
+            .sum()
     }
 
     /// The entry bytes of block `block` (`FREEMAP_CHUNK_BYTES - 64` bytes).
@@ -298,10 +306,17 @@ mod tests {
         }
         let back = decode_entries(&t.block_bytes(0));
         assert_eq!(back, t.entries().copied().collect::<Vec<_>>());
-        assert_eq!(t.coldest(), Some(5));
         assert_eq!(t.drop_touching(101, 102), 1, "a write into replica 101");
         assert_eq!(t.drop_touching(0, 6), 1, "a write of original 5");
         assert_eq!(t.len(), 1);
         assert!(t.is_replica(102) && !t.is_replica(100));
+        t.insert(ReplicaEntry {
+            original: 5,
+            replica: 100,
+            last_access: 1,
+            refcount: 0,
+        });
+        assert_eq!(t.drop_coldest(1), 1, "the least recently read goes first");
+        assert!(t.of_original(5).is_none() && t.of_original(900).is_some());
     }
 }

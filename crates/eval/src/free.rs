@@ -4,10 +4,11 @@
 //! evaluation reports which one it made.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use reblock_freespace::FreeExtents;
-use reblock_trace::Request;
-use serde::{Deserialize, Serialize};
+use reblock_trace::{Discard, Request};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::config::{bad, ParamError};
 
@@ -22,6 +23,21 @@ pub enum FreeSpace {
     Fraction(f64),
     /// The extents of a `reblock freemap --json` report of the traced file system.
     File(PathBuf),
+    /// What the trace's discards (TRIM) freed: pages a discard covers whole and no later
+    /// request touches, i.e. the free space at the trace's end as the file system told
+    /// the device.
+    Discards(Discards),
+}
+
+/// The discards of one trace device, shared (not copied) by every parameter point's
+/// config; the JSON config shows how many there are.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Discards(pub Arc<Vec<Discard>>);
+
+impl Serialize for Discards {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0.len() as u64)
+    }
 }
 
 /// A free-space source that cannot be used, naming it.
@@ -54,11 +70,14 @@ impl FreeSpace {
         if s == "untouched" {
             return Ok(FreeSpace::Untouched);
         }
+        if s == "discards" {
+            return Ok(FreeSpace::Discards(Discards::default()));
+        }
         if s.starts_with(|c: char| c.is_ascii_digit() || c == '.') && !Path::new(s).exists() {
             let v: f64 = s.parse().map_err(|_| {
                 bad(
                     "free-space",
-                    format!("`{s}`: expected untouched, a fraction like 0.3 or a file"),
+                    format!("`{s}`: expected untouched, discards, a fraction like 0.3 or a file"),
                 )
             })?;
             if !(0.0..=1.0).contains(&v) {
@@ -69,7 +88,7 @@ impl FreeSpace {
         if s.is_empty() {
             return Err(bad(
                 "free-space",
-                "expected untouched, a fraction or a file",
+                "expected untouched, discards, a fraction or a file",
             ));
         }
         Ok(FreeSpace::File(PathBuf::from(s)))
@@ -87,6 +106,11 @@ impl FreeSpace {
                 f * 100.0
             ),
             FreeSpace::File(p) => format!("the free extents of {}", p.display()),
+            FreeSpace::Discards(d) => format!(
+                "what the trace's {} discards freed (pages a discard covers whole and no \
+                 later request touches: the free space at the trace's end)",
+                d.0.len()
+            ),
         }
     }
 
@@ -108,8 +132,46 @@ impl FreeSpace {
                 pages.remove(data_pages, u64::MAX);
                 pages
             }
+            FreeSpace::Discards(d) => discarded_pages(requests, &d.0, data_pages, page_sectors),
         })
     }
+}
+
+/// Data-area pages that `discards` freed and no later request touches (`requests` in
+/// time order): a page is free when a discard covers it whole, and taken again by any
+/// request that touches it afterwards. Discards past the data area are ignored.
+pub fn discarded_pages(
+    requests: &[Request],
+    discards: &[Discard],
+    data_pages: u64,
+    page_sectors: u64,
+) -> FreeExtents {
+    let mut order: Vec<&Discard> = discards.iter().collect();
+    order.sort_by_key(|d| d.ts_ns);
+    let mut order = order.into_iter().peekable();
+    let mut free = FreeExtents::new();
+    let discard = |free: &mut FreeExtents, d: &Discard| {
+        let first = d.sector.div_ceil(page_sectors);
+        let end = ((d.sector + u64::from(d.sectors)) / page_sectors).min(data_pages);
+        if first < end {
+            free.insert(first, end);
+        }
+    };
+    for r in requests {
+        while let Some(d) = order.next_if(|d| d.ts_ns < r.ts_ns) {
+            discard(&mut free, d);
+        }
+        if !free.is_empty() {
+            free.remove(
+                r.sector / page_sectors,
+                r.end_sector().div_ceil(page_sectors),
+            );
+        }
+    }
+    for d in order {
+        discard(&mut free, d);
+    }
+    free
 }
 
 /// Data-area pages no request touches (a partly touched page is touched).
@@ -254,6 +316,32 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![2..4]
         );
+        // Discards free the pages they cover whole; a later request takes them back, an
+        // earlier one does not.
+        let at = |ts_ns: u64, sector: u64, sectors: u32| Discard {
+            ts_ns,
+            device: 0,
+            sector,
+            sectors,
+        };
+        let mut timed = reqs;
+        for (i, r) in timed.iter_mut().enumerate() {
+            r.ts_ns = 10 * (i as u64 + 1); // pages 1 at 10, 2-3 at 20, 10 at 30
+        }
+        let d = FreeSpace::parse("discards").unwrap();
+        assert_eq!(d, FreeSpace::Discards(Discards::default()));
+        let d = FreeSpace::Discards(Discards(Arc::new(vec![
+            at(15, 4, 60),   // pages 1-7 whole (page 0 only partly): page 2-3 read later
+            at(25, 80, 800), // pages 10-19 (and past the data area): page 10 read later
+        ])));
+        let free = d.resolve(&timed, 20, 8).unwrap();
+        assert_eq!(free.iter().collect::<Vec<_>>(), vec![1..2, 4..8, 11..20]);
+        assert!(d.assumption().contains("2 discards"));
+        assert_eq!(
+            serde_json::to_value(&d).unwrap(),
+            serde_json::json!({"discards": 2})
+        );
+
         std::fs::write(&path, "{}").unwrap();
         let err = file.resolve(&reqs, 4, 8).unwrap_err().to_string();
         assert!(

@@ -5,10 +5,12 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use reblock_trace::Request;
 
 use crate::config::{bad, parse_fraction};
+use crate::free::{Discards, FreeSpace};
 use crate::sizing::{self, DeviceChoice, DEFAULT_DISKS};
 use crate::{
     BoptAt, BoptSize, DataArea, EvalConfig, EvalError, Evaluation, Interval, Sweep, Training,
@@ -113,6 +115,8 @@ impl EvalOptions {
 pub struct TraceOrigin<'a> {
     pub path: &'a Path,
     pub footer_sectors: Option<u64>,
+    /// The trace's discards (TRIM), for `--free-space discards`.
+    pub discards: &'a [reblock_trace::Discard],
 }
 
 /// One trace device's evaluation.
@@ -166,6 +170,9 @@ pub fn evaluate_trace(
             false => (name.clone(), origin.footer_sectors),
         };
         let mut cfg = cfg.clone();
+        if let FreeSpace::Discards(d) = &mut cfg.free_space {
+            *d = device_discards(origin, dev)?;
+        }
         let choice = match &opts.device {
             Some(_) => None,
             None => Some(size_from_data(
@@ -192,6 +199,19 @@ pub fn evaluate_trace(
         });
     }
     Ok(out)
+}
+
+/// The discards of trace device `dev`; an error when the trace holds none at all.
+fn device_discards(origin: &TraceOrigin, dev: u32) -> Result<Discards, EvalError> {
+    if origin.discards.is_empty() {
+        return Err(EvalError::Setup(format!(
+            "--free-space discards: {} holds no discards (blkparse and tracefs text \
+             carry them, RWBS 'D'); name another free-space source",
+            origin.path.display()
+        )));
+    }
+    let of_dev = origin.discards.iter().filter(|d| d.device == dev);
+    Ok(Discards(Arc::new(of_dev.copied().collect())))
 }
 
 /// About how many phases an evaluation runs (for progress).

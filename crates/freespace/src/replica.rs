@@ -40,6 +40,47 @@ impl Default for Watermarks {
     }
 }
 
+/// What the watermarks ask of the replicas (see [`Watermarks::verdict`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case", tag = "action", content = "pages")]
+pub enum MarkVerdict {
+    /// Above the high mark: up to this many new replicas may be made.
+    Create(u64),
+    /// Between the low and high marks: keep the replicas, make none.
+    Hold,
+    /// Below the low mark: give back this many replica pages (least recently read
+    /// first), so that the high mark holds again.
+    Reclaim(u64),
+    /// Below the critical mark: drop every replica.
+    DropAll,
+}
+
+impl Watermarks {
+    /// The marks in pages of a device of `pages` pages: (high, low, critical).
+    pub fn in_pages(&self, pages: u64) -> (u64, u64, u64) {
+        let at = |f: f64| (f * pages as f64).ceil() as u64;
+        (at(self.high), at(self.low), at(self.critical))
+    }
+
+    /// The one rule offline and online: with `unused` free pages holding no replica and
+    /// `free` free pages in all (replica pages included) of `pages`, below the critical
+    /// mark (all free space) every replica goes; below the low mark (unused space) the
+    /// least recently read are reclaimed until the high mark holds; above the high mark
+    /// new replicas may take what lies above it; in between nothing changes.
+    pub fn verdict(&self, unused: u64, free: u64, pages: u64) -> MarkVerdict {
+        let (high, low, critical) = self.in_pages(pages);
+        if free < critical {
+            MarkVerdict::DropAll
+        } else if unused < low {
+            MarkVerdict::Reclaim(high - unused)
+        } else if unused > high {
+            MarkVerdict::Create(unused - high)
+        } else {
+            MarkVerdict::Hold
+        }
+    }
+}
+
 /// Whether a replica's page holds its original's data yet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReplicaState {
@@ -290,20 +331,20 @@ impl ReplicaSet {
     /// Reclaims replicas when free space runs low: all of them below the critical mark,
     /// least recently used first below the low mark until the high mark holds.
     fn enforce_watermarks(&mut self, freed: &mut Vec<u64>) {
-        let total = self.device_pages.max(1) as f64;
-        let untouched = self.available.total() as f64 / total;
-        let all_free = self.free_pages() as f64 / total;
-        if all_free < self.marks.critical {
+        let verdict =
+            self.marks
+                .verdict(self.available.total(), self.free_pages(), self.device_pages);
+        if verdict == MarkVerdict::DropAll {
             let all: Vec<(u64, u64)> = self.owner.iter().map(|(&r, &o)| (r, o)).collect();
             for (r, o) in all {
                 self.drop_replica(o, r, freed);
             }
             return;
         }
-        if untouched >= self.marks.low {
+        let MarkVerdict::Reclaim(n) = verdict else {
             return;
-        }
-        let want = (self.marks.high * total).ceil() as u64;
+        };
+        let want = self.available.total() + n;
         let mut lru: Vec<(u64, u64, u64)> = self
             .originals
             .iter()
@@ -460,8 +501,13 @@ impl ReplicaSet {
 
     /// How many replicas may still be made without crossing the high watermark.
     pub fn creation_budget(&self) -> u64 {
-        let keep = (self.marks.high * self.device_pages as f64).ceil() as u64;
-        self.available.total().saturating_sub(keep)
+        let v = self
+            .marks
+            .verdict(self.available.total(), self.free_pages(), self.device_pages);
+        match v {
+            MarkVerdict::Create(n) => n,
+            _ => 0,
+        }
     }
 
     /// `n` free pages closest to `centre`, in address order within each side so that
@@ -674,6 +720,17 @@ mod tests {
             s.note_write(p, p + 1);
         }
         assert_eq!(s.replicas(), 0);
+    }
+
+    #[test]
+    fn the_verdict_of_the_marks() {
+        let m = Watermarks::default(); // 10 %, 5 %, 2 % of 1000 pages: 100, 50, 20
+        assert_eq!(m.in_pages(1000), (100, 50, 20));
+        assert_eq!(m.verdict(130, 200, 1000), MarkVerdict::Create(30));
+        assert_eq!(m.verdict(100, 200, 1000), MarkVerdict::Hold);
+        assert_eq!(m.verdict(50, 200, 1000), MarkVerdict::Hold);
+        assert_eq!(m.verdict(49, 200, 1000), MarkVerdict::Reclaim(51));
+        assert_eq!(m.verdict(10, 19, 1000), MarkVerdict::DropAll);
     }
 
     #[test]

@@ -20,5 +20,6 @@ pub use format::{formats, LineFormat, ParseState, Parsed};
 pub use order::{OrderStats, TimeOrder, DEFAULT_REORDER_WINDOW_NS};
 pub use reader::{FormatChoice, ReadOptions, TraceReader};
 pub use request::{
-    CommandId, Commands, Op, Request, RequestError, MAX_END_SECTOR, NO_COMMAND, SECTOR_BYTES,
+    CommandId, Commands, Discard, Op, Request, RequestError, MAX_END_SECTOR, NO_COMMAND,
+    SECTOR_BYTES,
 };

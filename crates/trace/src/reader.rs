@@ -334,6 +334,15 @@ impl TraceReader {
         }
     }
 
+    /// The discards (TRIM) read so far, in file order; all of them once the trace is read.
+    /// blkparse and tracefs text carry them; other formats have none.
+    pub fn discards(&self) -> &[crate::Discard] {
+        match &self.backend {
+            Backend::Lines(b) => &b.state.discards,
+            Backend::Parquet(_) => &[],
+        }
+    }
+
     /// Lines skipped under `--skip-bad`, in file order (for Parquet, row numbers from 1).
     pub fn bad_lines(&self) -> &[BadLine] {
         &self.bad

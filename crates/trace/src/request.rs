@@ -41,6 +41,17 @@ impl RequestError {
     }
 }
 
+/// A discard (TRIM) a trace holds: sectors its file system told the device are free.
+/// Readers keep discards beside the requests ([`crate::TraceReader::discards`]), not
+/// among them: a discard moves no data, and every consumer of requests expects data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Discard {
+    pub ts_ns: u64,
+    pub device: u32,
+    pub sector: u64,
+    pub sectors: u32,
+}
+
 /// Read or write. Trims, flushes and other non-data requests are not traced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Op {

@@ -95,8 +95,10 @@ pub struct Args {
     pub wrap: bool,
     /// Free space FS2's replicas (policies fs2, borg+fs2) may use: `untouched` (every
     /// data-area page the trace never touches: an assumption, stated in the output), a
-    /// fraction of the data area (`0.3`, spread over the untouched pages), or a file
-    /// holding `reblock freemap IMAGE --json` of the traced file system.
+    /// fraction of the data area (`0.3`, spread over the untouched pages), `discards`
+    /// (what the trace's discards freed: blkparse and tracefs captures of a file system
+    /// mounted with `discard` or trimmed with fstrim), or a file holding
+    /// `reblock freemap IMAGE --json` of the traced file system.
     #[arg(long, default_value = "untouched", value_name = "SPEC")]
     pub free_space: String,
     /// Page size in bytes (a multiple of 512).
@@ -167,6 +169,7 @@ pub fn run(args: Args) -> Result<()> {
     let origin = TraceOrigin {
         path: &args.input.trace,
         footer_sectors: reader.parquet_meta().and_then(|m| m.device_sectors),
+        discards: reader.discards(),
     };
     let trace = args.input.trace.display().to_string();
     let mut bar = None;

@@ -107,7 +107,10 @@ pub struct Args {
     /// requests are kept in memory, turned into an access graph, placed into the read
     /// cache and applied by the background reconfiguration, each plan only when the
     /// admission guard predicts it saves more than its copies cost (see --no-guard).
-    /// `vanilla` turns learning off. Triggers below; with none of them, every 2500
+    /// `vanilla` turns learning off. `fs2` (FS2's replicas of pages used with the hot
+    /// area, copied into free space next to it in idle time, within the free-space
+    /// watermarks) and `borg+fs2` (both) need free space the map knows (TRIM, or
+    /// --free-from ext4). Triggers below; with none of them, every 2500
     /// requests [default: borg].
     #[arg(long)]
     pub replan_policy: Option<String>,

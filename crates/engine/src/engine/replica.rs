@@ -12,8 +12,10 @@
 
 use super::{lock, Engine, StripeGuard};
 use crate::replicas::ReplicaEntry;
+use reblock_freespace::{MarkVerdict, Watermarks};
 use reblock_layout::{CopyKind, PhysIo, Region, Step};
-use std::collections::HashMap;
+use reblock_plan::PlacedRange;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -26,10 +28,44 @@ const HOT_SET: usize = 32;
 /// How far from the centre a free page may be taken for a replica.
 const SEARCH_PAGES: u64 = 1 << 16;
 
-/// Read counts per data page served from home.
+/// Read counts per data page served from home, and the replicas a re-planning policy
+/// asked for.
 #[derive(Default)]
 pub(super) struct Heat {
     reads: HashMap<u64, u32>,
+    /// (original, page it should lie near), in the policy's order (use order), made
+    /// before any replica the heat alone suggests.
+    wishes: VecDeque<(u64, u64)>,
+    /// The replica page made for the last wish: the next one goes right after it when
+    /// that page is usable, so pages used together are copied together.
+    last_wish_page: Option<u64>,
+}
+
+/// FS2's free-space watermarks as `status --json` shows them (`replica_marks`), in data
+/// pages: high, low and critical marks (the shares of the data area the simulator
+/// uses), the free pages no replica holds, and what the marks ask now.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct ReplicaMarks {
+    pub high_pages: u64,
+    pub low_pages: u64,
+    pub critical_pages: u64,
+    pub unused_free_pages: u64,
+    pub verdict: MarkVerdict,
+}
+
+impl ReplicaMarks {
+    fn of(free_pages: u64, replicas: u64, data_pages: u64) -> ReplicaMarks {
+        let marks = Watermarks::default();
+        let (high_pages, low_pages, critical_pages) = marks.in_pages(data_pages);
+        let unused = free_pages.saturating_sub(replicas);
+        ReplicaMarks {
+            high_pages,
+            low_pages,
+            critical_pages,
+            unused_free_pages: unused,
+            verdict: marks.verdict(unused, free_pages, data_pages),
+        }
+    }
 }
 
 impl Heat {
@@ -66,6 +102,50 @@ impl Engine {
     /// Reads served from a replica since the engine opened.
     pub fn replica_hits(&self) -> u64 {
         self.replica_hits.load(Relaxed)
+    }
+
+    fn data_pages(&self) -> u64 {
+        self.layout.data_bytes / u64::from(self.layout.page_bytes)
+    }
+
+    /// The watermarks now.
+    pub fn replica_marks(&self) -> ReplicaMarks {
+        let free = lock(&self.free).free_pages();
+        let replicas = lock(&self.replicas).len() as u64;
+        ReplicaMarks::of(free, replicas, self.data_pages())
+    }
+
+    /// The replicas a re-planning policy wants (`serve --replan-policy fs2`): each page
+    /// of `ranges` copied near its target, in order, ahead of what the heat suggests.
+    /// Replaces the previous wishes; replicas already made stay until written, trimmed
+    /// or reclaimed.
+    pub fn want_replicas(&self, ranges: &[PlacedRange]) {
+        let mut heat = lock(&self.heat);
+        heat.wishes = ranges
+            .iter()
+            .flat_map(|r| (r.fs_page..r.fs_page + r.pages).map(move |p| (p, r.target)))
+            .collect();
+        heat.last_wish_page = None;
+    }
+
+    /// Gives replica pages back as the watermarks ask: the least recently read below the
+    /// low mark until the high mark holds, all of them below the critical mark. In memory:
+    /// the table on disk keeps naming them until the next commit, and until then a client
+    /// write into one commits first, as for any replica. Returns the verdict.
+    pub(super) fn enforce_marks(&self) -> MarkVerdict {
+        if !self.has_free_map() {
+            return MarkVerdict::Hold;
+        }
+        let free = lock(&self.free);
+        let mut t = lock(&self.replicas);
+        let m = ReplicaMarks::of(free.free_pages(), t.len() as u64, self.data_pages());
+        let all = t.len() as u64;
+        match m.verdict {
+            MarkVerdict::DropAll => t.drop_coldest(all),
+            MarkVerdict::Reclaim(n) => t.drop_coldest(n),
+            _ => 0,
+        };
+        m.verdict
     }
 
     /// Sends each page of a read served from home to whichever copy (original or replica)
@@ -199,11 +279,14 @@ impl Engine {
         }
     }
 
-    /// One background round of FS2: make one replica of a hot page lying outside the hot
-    /// area, in the free page nearest the area's centre. Returns 1 when a replica was
-    /// made (its bytes count toward the copier's rate limit), else 0.
-    pub(super) fn replica_tick(&self, allowed: bool) -> io::Result<usize> {
-        if !allowed || self.is_read_only() || !self.has_free_map() || self.is_detached() {
+    /// One background round of FS2: when the watermarks' `marks` allow new replicas, make
+    /// one (the policy's next wish, else a hot page lying outside the hot area) in the
+    /// free page nearest where it should lie. Returns 1 when a replica was made (its
+    /// bytes count toward the copier's rate limit), else 0.
+    pub(super) fn replica_tick(&self, allowed: bool, marks: MarkVerdict) -> io::Result<usize> {
+        let create = matches!(marks, MarkVerdict::Create(_));
+        if !allowed || !create || self.is_read_only() || !self.has_free_map() || self.is_detached()
+        {
             return Ok(0);
         }
         let Some((original, replica)) = self.pick_replica() else {
@@ -266,11 +349,13 @@ impl Engine {
         self.lock_stripe_ids(ids)
     }
 
-    /// The hottest page without a replica lying outside the hot area, and the free page
-    /// nearest the area's centre; above the low watermark of free space only (a full
-    /// table gives up its coldest replica).
+    /// The next replica to make: the policy's next wish, else the hottest page without a
+    /// replica lying outside the hot area; with the free page nearest where it should lie
+    /// (a full table gives up its coldest replica). The caller checked the watermarks.
     fn pick_replica(&self) -> Option<(u64, u64)> {
-        let pages = self.layout.data_bytes / u64::from(self.layout.page_bytes);
+        if let Some(wished) = self.pick_wished() {
+            return Some(wished);
+        }
         let mut hot: Vec<(u32, u64)> = {
             let heat = lock(&self.heat);
             heat.reads
@@ -286,34 +371,67 @@ impl Engine {
         let mut centre: Vec<u64> = hot.iter().take(HOT_SET).map(|h| h.1).collect();
         centre.sort_unstable();
         let centre = centre[centre.len() / 2];
-        let radius = (pages / 256).max(1);
+        let radius = (self.data_pages() / 256).max(1);
         let free = lock(&self.free);
         let mut t = lock(&self.replicas);
-        if free.free_pages() < t.len() as u64 + pages / 100 + 1 {
-            return None; // below the low watermark: leave free space to the client
-        }
         let original = hot.iter().map(|h| h.1).find(|&p| {
             p.abs_diff(centre) > radius
                 && t.of_original(p).is_none()
                 && !t.is_replica(p)
                 && !free.is_free(p)
         })?;
-        if t.full() {
-            let coldest = t.coldest()?;
-            t.drop_touching(coldest, coldest + 1);
-        }
-        let usable = |r: u64| {
-            r < pages && free.durably_free(r) && !t.is_replica(r) && !t.named_durably(r, r + 1)
-        };
-        let replica = (0..SEARCH_PAGES).find_map(|d| {
-            [centre + d, centre.wrapping_sub(d)]
-                .into_iter()
-                .find(|&r| usable(r))
-        });
+        let replica = self.free_page_near(&free, &mut t, centre, None);
         if replica.is_none() {
             lock(&self.heat).reads.remove(&original);
         }
         replica.map(|r| (original, r))
+    }
+
+    /// The policy's next wish that still makes sense (its original in use, without a
+    /// replica, not itself a replica page), with the free page nearest its target: right
+    /// after the last wish's replica when that one is usable and as near.
+    fn pick_wished(&self) -> Option<(u64, u64)> {
+        let free = lock(&self.free);
+        let mut t = lock(&self.replicas);
+        let mut heat = lock(&self.heat);
+        while let Some((original, target)) = heat.wishes.pop_front() {
+            if free.is_free(original) || t.of_original(original).is_some() || t.is_replica(original)
+            {
+                continue;
+            }
+            let after = heat.last_wish_page.map(|p| p + 1);
+            let page = self.free_page_near(&free, &mut t, target, after)?;
+            heat.last_wish_page = Some(page);
+            return Some((original, page));
+        }
+        None
+    }
+
+    /// A durably free page no replica uses (now or on disk) within [`SEARCH_PAGES`] of
+    /// `centre`: `first_choice` when it is one and lies as near, else the nearest. A
+    /// full table gives up its coldest replica first.
+    fn free_page_near(
+        &self,
+        free: &crate::freemap::FreeMap,
+        t: &mut crate::replicas::ReplicaTable,
+        centre: u64,
+        first_choice: Option<u64>,
+    ) -> Option<u64> {
+        let pages = self.data_pages();
+        if t.full() {
+            t.drop_coldest(1);
+        }
+        let usable = |r: u64| {
+            r < pages && free.durably_free(r) && !t.is_replica(r) && !t.named_durably(r, r + 1)
+        };
+        if let Some(p) = first_choice.filter(|&p| usable(p) && p.abs_diff(centre) <= SEARCH_PAGES) {
+            return Some(p);
+        }
+        (0..SEARCH_PAGES).find_map(|d| {
+            [centre + d, centre.wrapping_sub(d)]
+                .into_iter()
+                .find(|&r| usable(r))
+        })
     }
 }
 

@@ -206,6 +206,6 @@ mod tests {
         let both = BorgFs2.plan(&g, &params);
         assert_eq!(both.replicas, r.replicas);
         assert_eq!(both.ranges, Borg.plan(&g, &params).ranges);
-        assert!(!Fs2.capabilities().online() && Fs2.capabilities().replicates);
+        assert!(Fs2.capabilities().online() && Fs2.capabilities().replicates);
     }
 }

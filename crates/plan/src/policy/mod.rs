@@ -34,7 +34,8 @@ pub struct Capabilities {
 
 impl Capabilities {
     /// Whether the online engine can apply its plans (it re-plans the read cache only;
-    /// a policy that places nothing runs anywhere).
+    /// a policy that places nothing runs anywhere; the engine makes FS2 replicas in the
+    /// free space its map knows).
     pub fn online(&self) -> bool {
         self.offline_only_reason().is_none()
     }
@@ -45,11 +46,6 @@ impl Capabilities {
             Some(
                 "it permutes pages inside the data area, which the engine cannot apply \
                  online (it re-plans the BOPT's read cache only)",
-            )
-        } else if self.replicates {
-            Some(
-                "it keeps replicas in the device's free space, which the engine does not \
-                 create yet (use it with `reblock evaluate`)",
             )
         } else {
             None

@@ -9,13 +9,14 @@
 //! began, and in a D-only capture they are all the requests there are. The pid and command
 //! of a D event are those of the dispatching process, which may be a kernel worker.
 //!
-//! RWBS with 'D' (discard) or 'N' (no data), and flushes without data, are skipped. The
+//! RWBS with 'D' (discard) or 'N' (no data), and flushes without data, are not requests;
+//! discards are kept beside them ([`ParseState::discards`]). The
 //! device `major,minor` becomes `major << 20 | minor`. Times are seconds from the start of
 //! the capture. The per-CPU summary blkparse prints at the end is skipped.
 
 use super::{field, LineFormat, ParseState, Parsed};
 use crate::error::FieldError;
-use crate::request::{Op, Request};
+use crate::request::{Discard, Op, Request};
 
 pub struct Blkparse;
 
@@ -38,6 +39,15 @@ pub(crate) fn rwbs(name: &'static str, s: Option<&str>) -> Result<Option<Op>, Fi
     } else {
         None
     })
+}
+
+/// `SECTOR + SECTORS`.
+fn extent<'a>(f: &mut impl Iterator<Item = &'a str>) -> Result<(u64, u32), FieldError> {
+    let sector = field::u64("sector", f.next())?;
+    if field::present("+", f.next())? != "+" {
+        return Err(FieldError::new("+", "expected '+' between sector and size"));
+    }
+    Ok((sector, field::u32("sectors", f.next())?))
 }
 
 fn device(s: Option<&str>) -> Result<u32, FieldError> {
@@ -118,14 +128,20 @@ impl LineFormat for Blkparse {
         if !counted {
             return Ok(Parsed::Skip);
         }
-        let Some(op) = rwbs("rwbs", f.next())? else {
+        let flags = f.next();
+        let Some(op) = rwbs("rwbs", flags)? else {
+            if flags.is_some_and(|s| s.contains('D')) {
+                let (sector, sectors) = extent(&mut f)?;
+                state.discards.push(Discard {
+                    ts_ns,
+                    device,
+                    sector,
+                    sectors,
+                });
+            }
             return Ok(Parsed::Skip);
         };
-        let sector = field::u64("sector", f.next())?;
-        if field::present("+", f.next())? != "+" {
-            return Err(FieldError::new("+", "expected '+' between sector and size"));
-        }
-        let sectors = field::u32("sectors", f.next())?;
+        let (sector, sectors) = extent(&mut f)?;
         if sectors == 0 {
             return Ok(Parsed::Skip); // a flush carrying no data
         }
@@ -194,5 +210,32 @@ mod tests {
         assert!(matches!(Blkparse.parse(d, &mut st), Ok(Parsed::Request(_))));
         assert!(matches!(Blkparse.parse(q, &mut st), Ok(Parsed::Request(_))));
         assert_eq!(Blkparse.parse(d, &mut st), Ok(Parsed::Skip));
+    }
+
+    #[test]
+    fn discards_are_kept_beside_the_requests() {
+        let mut st = ParseState::default();
+        let lines = [
+            "  8,0   1  1  1.0 42  Q  DS 4096 + 2048 [fstrim]",
+            "  8,0   1  2  1.1 42  D  DS 4096 + 2048 [fstrim]",
+            "  8,0   1  3  1.2 42  Q  N 0 + 0 [kworker]",
+            "  8,0   1  4  1.3 42  Q  FN [kworker]",
+            "  8,0   1  5  1.4 42  Q  R 100 + 8 [cat]",
+        ];
+        let parsed: Vec<_> = lines
+            .iter()
+            .map(|l| Blkparse.parse(l, &mut st).unwrap())
+            .collect();
+        assert!(parsed[..4].iter().all(|p| *p == Parsed::Skip));
+        assert!(matches!(parsed[4], Parsed::Request(_)));
+        assert_eq!(
+            st.discards,
+            vec![Discard {
+                ts_ns: 1_000_000_000,
+                device: 8 << 20,
+                sector: 4096,
+                sectors: 2048,
+            }]
+        );
     }
 }

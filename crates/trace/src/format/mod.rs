@@ -2,7 +2,7 @@
 //! [`formats`] (adding a format is one new file plus one line there).
 
 use crate::error::FieldError;
-use crate::request::{CommandId, Commands, Request};
+use crate::request::{CommandId, Commands, Discard, Request};
 
 pub mod ascii;
 pub mod blkparse;
@@ -45,6 +45,8 @@ pub struct ParseState {
     pub(crate) queue_seen: bool,
     /// blkparse: the per-CPU summary that ends blkparse's output has begun.
     pub(crate) trailer: bool,
+    /// Discards met so far (formats that trace them: blkparse, tracefs), in file order.
+    pub discards: Vec<Discard>,
     /// Recently interned commands: lines mostly name one of a few processes, so this
     /// spares a hash lookup (and an allocation) per line on the hot path.
     pub(crate) recent: RecentCommands,

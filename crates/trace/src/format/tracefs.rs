@@ -21,7 +21,8 @@
 //!   `W` write, `D` discard, `DE` secure erase, `F` flush, `N` other), then modifiers
 //!   `F` (FUA), `A` (read-ahead), `S` (sync), `M` (metadata). Reads and writes with data are
 //!   requests; discards, flushes, other ops and empty (0-sector) bios, e.g. `FWS 0 + 0`,
-//!   carry no data and are skipped.
+//!   carry no data and are not requests; discards are kept beside them
+//!   ([`ParseState::discards`]).
 //! - The device is recorded as the kernel's own encoding `(MAJOR << 20) | MINOR`, which is
 //!   also what an event filter `dev == N` compares against; see [`dev_t`].
 //! - Other events of the same capture (`block_rq_issue`, `block_rq_insert`,
@@ -33,7 +34,7 @@
 
 use super::{field, LineFormat, ParseState, Parsed};
 use crate::error::FieldError;
-use crate::request::{Op, Request};
+use crate::request::{Discard, Op, Request};
 
 pub struct Tracefs;
 
@@ -201,6 +202,14 @@ fn parse_bio_queue(head: Header<'_>, state: &mut ParseState) -> Result<Parsed, F
     let sectors = field::u32("sectors", f.next())?;
     field::end(f)?;
     let Some(op) = parse_rwbs(rwbs)? else {
+        if rwbs.trim_start_matches('F').starts_with('D') && sectors > 0 {
+            state.discards.push(Discard {
+                ts_ns: head.ts_ns,
+                device,
+                sector,
+                sectors,
+            });
+        }
         return Ok(Parsed::Skip);
     };
     if sectors == 0 {
@@ -426,6 +435,13 @@ mod tests {
             .iter()
             .all(|r| r.0 == 7140 && r.1 == "blkdiscard" && r.4 == Op::Read));
         assert_eq!(probes.iter().map(|r| u64::from(r.3)).sum::<u64>(), 2088);
+        // blkdiscard's 64 KiB at sector 2048 is no request, but is kept as a discard.
+        let mut st = ParseState::default();
+        for line in TRACE_FILE.lines() {
+            Tracefs.parse(line, &mut st).unwrap();
+        }
+        let d: Vec<_> = st.discards.iter().map(|d| (d.sector, d.sectors)).collect();
+        assert_eq!(d, vec![(2048, 128)]);
     }
 
     #[test]
