@@ -73,6 +73,7 @@ impl AdmissionModel {
             plan_saving_stderr_s: 0.0,
             plain_saving_stderr_s: paired_stderr_s(&plain.service_ns, &keep.service_ns) * b.scale,
             plan_share: 0.0,
+            plan_trust: 1.0,
         };
         let mut shares = Vec::new();
         for share in Admission::PLAN_SHARES {

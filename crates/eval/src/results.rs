@@ -294,6 +294,7 @@ mod admission_tests {
             plan_saving_stderr_s: 0.0,
             plain_saving_stderr_s: 0.0,
             plan_share: 1.0,
+            plan_trust: 1.0,
         }
     }
 

@@ -364,3 +364,41 @@ fn learning_decay_spans_partial_to_cumulative_training() {
     let err = bad.validate().unwrap_err().to_string();
     assert!(err.contains("learning-decay"), "{err}");
 }
+
+/// Six "days" of a cold start-up: each reads the same 512 scattered pages once, in the
+/// same order, 20 ms apart, with 4 s of idle between days.
+fn start_up_days() -> Vec<Request> {
+    let pages = scattered(512, 4);
+    let mut reqs = Vec::new();
+    for day in 0..6u64 {
+        let t0 = day * (512 * 20 * MS + 4_000 * MS);
+        for (k, &p) in pages.iter().enumerate() {
+            let mut r = read(0, p, 0);
+            r.ts_ns = t0 + k as u64 * 20 * MS;
+            reqs.push(r);
+        }
+    }
+    reqs
+}
+
+#[test]
+fn the_first_plan_places_what_its_trial_was_judged_with() {
+    // The first boundary falls 250 requests into day 2: every page of day 1 has been
+    // read once, the first 250 twice. The trial (made from N0's first half with the
+    // floor scaled down to 1) places day 1's pages and wins on day 2's repeats; the plan
+    // placed must be that plan, all 512 pages, not the 250 seen twice.
+    let reqs = start_up_days();
+    let mut cfg = config(&["vanilla", "borg"]);
+    cfg.interval = Interval::Every {
+        ns: 512 * 20 * MS + 4_000 * MS + 250 * 20 * MS,
+    };
+    let res = run(&reqs, &cfg);
+    let b = &res["borg"];
+    check_consistent("borg", b, reqs.len() as u64);
+    let r1 = &b.phases[1];
+    assert_eq!(r1.name, "R1");
+    assert_eq!(r1.diff_pages, 512, "{:?}", r1.admission);
+    assert!(b.phases[2].hit_rate > 0.95, "{}", b.phases[2].hit_rate);
+    let v = &res["vanilla"];
+    assert!(b.busy_time_s < 0.8 * v.busy_time_s);
+}

@@ -45,6 +45,13 @@ pub struct Admission {
     /// while each further share pays for its own copies ([`Admission::best_share`]).
     #[serde(default = "one_share")]
     pub plan_share: f64,
+    /// The share of the plan's predicted saving the rule believes, from the policy's
+    /// record: 1, or 0 once the plans it admitted before saved less than nothing
+    /// against the plain layout over the phases they served (see docs/layout.md
+    /// "Admission"). At 0 no plan can pay for its copies; keeping and going home are
+    /// judged as before.
+    #[serde(default = "one_share")]
+    pub plan_trust: f64,
 }
 
 fn one_phase() -> f64 {
@@ -132,10 +139,11 @@ impl Admission {
     fn relative_totals(&self) -> (f64, f64) {
         let keep1 = self.predicted_keep_busy_s;
         let z = Self::CONFIDENCE_Z;
-        let over_horizon = |busy: f64, stderr: f64| {
-            // The saving judged is the predicted one less its doubt; a loss stays a loss.
+        let over_horizon = |busy: f64, stderr: f64, trust: f64| {
+            // The saving judged is the predicted one less its doubt, as far as trusted;
+            // a loss stays a loss.
             let busy = if busy < keep1 {
-                (busy + z * stderr).min(keep1)
+                keep1 - (keep1 - (busy + z * stderr).min(keep1)) * trust.clamp(0.0, 1.0)
             } else {
                 busy
             };
@@ -147,9 +155,12 @@ impl Admission {
             (busy - keep1) * h
         };
         (
-            over_horizon(self.predicted_plan_busy_s, self.plan_saving_stderr_s)
-                + self.plan_copy_busy_s,
-            over_horizon(self.predicted_plain_busy_s, self.plain_saving_stderr_s)
+            over_horizon(
+                self.predicted_plan_busy_s,
+                self.plan_saving_stderr_s,
+                self.plan_trust,
+            ) + self.plan_copy_busy_s,
+            over_horizon(self.predicted_plain_busy_s, self.plain_saving_stderr_s, 1.0)
                 + self.home_copy_busy_s,
         )
     }
@@ -217,11 +228,12 @@ impl Admission {
         };
         format!(
             "{what}: over {:.2} phases against keeping ({:.3} s a phase), the plan \
-             ({:.0}% of its pages) {plan_vs_keep:+.3} s ({:.3} s busy ± {:.3} s + {:.3} s \
-             copies), home {home_vs_keep:+.3} s ({:.3} s busy ± {:.3} s + {:.3} s copies)",
+             ({:.0}% of its pages, {:.0}% of its saving trusted) {plan_vs_keep:+.3} s \
+             ({:.3} s busy ± {:.3} s + {:.3} s copies), home {home_vs_keep:+.3} s ({:.3} s busy ± {:.3} s + {:.3} s copies)",
             self.horizon_phases,
             self.predicted_keep_busy_s,
             self.plan_share * 100.0,
+            self.plan_trust * 100.0,
             self.predicted_plan_busy_s,
             self.plan_saving_stderr_s,
             self.plan_copy_busy_s,
@@ -248,6 +260,7 @@ mod tests {
             plan_saving_stderr_s: 0.0,
             plain_saving_stderr_s: 0.0,
             plan_share: 1.0,
+            plan_trust: 1.0,
         }
     }
 
@@ -275,6 +288,23 @@ mod tests {
         let d = a(5.0, 1.0, 7.0, 9.0, 0.0).decided();
         assert_eq!(d.choice, Choice::Plan);
         assert!(d.reason().contains("pays"), "{}", d.reason());
+    }
+
+    #[test]
+    fn a_policy_whose_plans_lost_cannot_admit_another() {
+        let mut a = a(5.0, 1.0, 7.0, 9.0, 0.0);
+        assert_eq!(a.choose(), Choice::Plan);
+        a.plan_trust = 0.0;
+        assert_eq!(a.choose(), Choice::Keep);
+        assert!((a.plan_vs_keep_s() - 1.0).abs() < 1e-12);
+        assert!(
+            a.reason().contains("0% of its saving trusted"),
+            "{}",
+            a.reason()
+        );
+        // Going home is judged as before.
+        a.predicted_keep_busy_s = 12.0;
+        assert_eq!(a.choose(), Choice::Home);
     }
 
     #[test]
