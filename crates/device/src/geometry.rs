@@ -60,6 +60,18 @@ fn skew_rev(given: Option<u32>, switch_ms: f64, rot_ms: f64, spt: u32) -> f64 {
     (sectors % spt) as f64 / spt as f64
 }
 
+/// `x.fract()` for the positive angles `locate` computes, without the libm `trunc`
+/// call that `fract` compiles to on baseline x86-64: a cast truncates the same way for
+/// any value below 2^52, so the result is bit for bit `fract`'s.
+#[inline]
+fn fract_of_positive(x: f64) -> f64 {
+    if x > 0.0 && x < 4_503_599_627_370_496.0 {
+        x - (x as u64) as f64
+    } else {
+        x.fract()
+    }
+}
+
 impl Geometry {
     /// Builds the geometry; `one_cylinder_seek_ms` sizes the default cylinder skew.
     pub fn new(p: &HddParams, one_cylinder_seek_ms: f64) -> Geometry {
@@ -123,7 +135,13 @@ impl Geometry {
     /// Where `sector` lies. Sectors past the capacity wrap around (a model never panics
     /// on an out-of-range request; the array or simulator is expected to stay in range).
     pub fn locate(&self, sector: u64) -> Location {
-        let sector = sector % self.capacity_sectors;
+        // A division only for the rare sector past the end: locate runs for every
+        // request a drive serves.
+        let sector = if sector < self.capacity_sectors {
+            sector
+        } else {
+            sector % self.capacity_sectors
+        };
         let z = self.zone_of_sector(sector);
         let spt = z.sectors_per_track as u64;
         let off = sector - z.first_sector;
@@ -133,7 +151,7 @@ impl Geometry {
         let skew =
             head_switches as f64 * z.track_skew_rev + cyl_switches as f64 * z.cylinder_skew_rev;
         let s = (off % spt) as u32;
-        let angle = (s as f64 / spt as f64 + skew).fract();
+        let angle = fract_of_positive(s as f64 / spt as f64 + skew);
         Location {
             cylinder: z.first_cylinder + cyl,
             head,
@@ -208,5 +226,32 @@ impl Geometry {
         };
         let first = z.first_sector + track * z.sectors_per_track as u64;
         (first < self.capacity_sectors).then_some((first, z.sectors_per_track))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fract_of_positive;
+
+    #[test]
+    fn fract_of_positive_is_fract_bit_for_bit() {
+        let mut x = 0.0f64;
+        let mut probes = vec![
+            0.0,
+            -0.0,
+            0.5,
+            1.0,
+            1.999_999_9,
+            2.0f64.powi(52) - 0.5,
+            1e17,
+            -0.25,
+        ];
+        for _ in 0..10_000 {
+            x = (x * 1.618_033_988 + 0.271_828).fract() * 7.3;
+            probes.push(x);
+        }
+        for x in probes {
+            assert_eq!(fract_of_positive(x).to_bits(), x.fract().to_bits(), "{x}");
+        }
     }
 }

@@ -27,7 +27,7 @@
 //! rotation does not cost a whole turn. Which reads a batch makes, and when its writes
 //! go out, is the same either way.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use crate::bopt::{Geometry, Region};
 use crate::copy::{CopyKind, PageRun, Step};
@@ -351,70 +351,161 @@ pub(crate) fn merge_extents(extents: &mut [Extent], gap: u64) -> Vec<Extent> {
 
 /// A location whose order matters: a data-area page, a BOPT slot, or an FS page's map
 /// entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Key {
     Home(u64),
     Slot(u64),
     Entry(u64),
 }
 
+/// One past the latest batch level that read, and that wrote, one location (0: none so
+/// far), so that "one batch after" is a plain `max`.
+#[derive(Clone, Copy, Default)]
+struct Seen {
+    read_after: u32,
+    write_after: u32,
+}
+
+/// Locations per chunk of a [`PagedTable`]: 32 KiB of [`Seen`], small against a
+/// reconfiguration that moves many pages, large enough that the chunk index stays short.
+const CHUNK_LOCATIONS: usize = 4096;
+
+/// A value per location number, kept in fixed chunks allocated on first touch: indexing
+/// is a shift and a mask (no hashing), and memory follows the touched part of the address
+/// space, not its size (a hash map of three keys per copied page took 207 MB for one
+/// scattered reconfiguration of a synthetic trace of 10^6 requests).
+struct PagedTable<T> {
+    chunks: Vec<Option<Box<[T]>>>,
+}
+
+impl<T: Copy + Default> PagedTable<T> {
+    fn new() -> Self {
+        PagedTable { chunks: Vec::new() }
+    }
+
+    /// The value at `at`, `T::default()` where nothing was stored.
+    fn get(&self, at: u64) -> T {
+        let (c, i) = Self::split(at);
+        match self.chunks.get(c) {
+            Some(Some(chunk)) => chunk[i],
+            _ => T::default(),
+        }
+    }
+
+    fn get_mut(&mut self, at: u64) -> &mut T {
+        let (c, i) = Self::split(at);
+        if c >= self.chunks.len() {
+            self.chunks.resize_with(c + 1, || None);
+        }
+        &mut self.chunks[c].get_or_insert_with(|| vec![T::default(); CHUNK_LOCATIONS].into())[i]
+    }
+
+    fn split(at: u64) -> (usize, usize) {
+        let at = usize::try_from(at).expect("a location number fits the address space");
+        (at / CHUNK_LOCATIONS, at % CHUNK_LOCATIONS)
+    }
+}
+
+/// A slot's FS page as the steps so far leave it, over the map's own: `Map` (not touched
+/// yet: ask the map), or the page it now holds, if any.
+#[derive(Clone, Copy, Default)]
+enum Owner {
+    #[default]
+    Map,
+    Now(Option<u64>),
+}
+
 /// The latest batch level that read and that wrote each location so far.
-#[derive(Default)]
 struct Dependencies {
-    seen: HashMap<Key, (Option<u32>, Option<u32>)>,
-    /// Slot -> FS page as the steps so far leave it (over the map's own).
-    owner: HashMap<u64, Option<u64>>,
+    home: PagedTable<Seen>,
+    slot: PagedTable<Seen>,
+    entry: PagedTable<Seen>,
+    owner: PagedTable<Owner>,
 }
 
 impl Dependencies {
     /// The batch level of every step: one past the latest level it depends on.
     fn levels(steps: &[Step], ind: &Indirector) -> Vec<u32> {
-        let mut deps = Dependencies::default();
+        let mut deps = Dependencies {
+            home: PagedTable::new(),
+            slot: PagedTable::new(),
+            entry: PagedTable::new(),
+            owner: PagedTable::new(),
+        };
+        let (mut reads, mut writes) = (Vec::new(), Vec::new());
         steps
             .iter()
             .map(|step| {
-                let (reads, writes) = deps.touches(step, ind);
+                reads.clear();
+                writes.clear();
+                deps.touches(step, ind, &mut reads, &mut writes);
                 let level = deps.level_of(&reads, &writes);
-                for k in reads {
-                    let e = deps.seen.entry(k).or_default();
-                    e.0 = Some(e.0.map_or(level, |l| l.max(level)));
+                for &k in &reads {
+                    let s = deps.seen_mut(k);
+                    s.read_after = s.read_after.max(level + 1);
                 }
-                for k in writes {
-                    let e = deps.seen.entry(k).or_default();
-                    e.1 = Some(e.1.map_or(level, |l| l.max(level)));
+                for &k in &writes {
+                    let s = deps.seen_mut(k);
+                    s.write_after = s.write_after.max(level + 1);
                 }
                 level
             })
             .collect()
     }
 
-    fn level_of(&self, reads: &[Key], writes: &[Key]) -> u32 {
-        let after = |l: Option<u32>| l.map_or(0, |l| l + 1);
-        let mut level = 0;
-        for k in reads {
-            if let Some(&(_, w)) = self.seen.get(k) {
-                level = level.max(after(w));
-            }
+    fn table(&self, k: Key) -> (&PagedTable<Seen>, u64) {
+        match k {
+            Key::Home(p) => (&self.home, p),
+            Key::Slot(s) => (&self.slot, s),
+            Key::Entry(p) => (&self.entry, p),
         }
-        for k in writes {
-            if let Some(&(r, w)) = self.seen.get(k) {
-                level = level.max(after(r)).max(after(w));
-            }
+    }
+
+    fn seen(&self, k: Key) -> Seen {
+        let (table, at) = self.table(k);
+        table.get(at)
+    }
+
+    fn seen_mut(&mut self, k: Key) -> &mut Seen {
+        match k {
+            Key::Home(p) => self.home.get_mut(p),
+            Key::Slot(s) => self.slot.get_mut(s),
+            Key::Entry(p) => self.entry.get_mut(p),
+        }
+    }
+
+    fn level_of(&self, reads: &[Key], writes: &[Key]) -> u32 {
+        let mut level = 0;
+        for &k in reads {
+            level = level.max(self.seen(k).write_after);
+        }
+        for &k in writes {
+            let s = self.seen(k);
+            level = level.max(s.read_after).max(s.write_after);
         }
         level
     }
 
     fn owner_of(&self, slot: u64, ind: &Indirector) -> Option<u64> {
-        match self.owner.get(&slot) {
-            Some(&o) => o,
-            None => ind.map().fs_page_of(slot as u32),
+        match self.owner.get(slot) {
+            Owner::Now(o) => o,
+            Owner::Map => ind.map().fs_page_of(slot as u32),
         }
+    }
+
+    fn set_owner(&mut self, slot: u64, owner: Option<u64>) {
+        *self.owner.get_mut(slot) = Owner::Now(owner);
     }
 
     /// The locations `step` reads and writes (a step's own source and destination may
     /// overlap: it reads all before writing), and the map effect on slot owners.
-    fn touches(&mut self, step: &Step, ind: &Indirector) -> (Vec<Key>, Vec<Key>) {
-        let (mut reads, mut writes) = (Vec::new(), Vec::new());
+    fn touches(
+        &mut self,
+        step: &Step,
+        ind: &Indirector,
+        reads: &mut Vec<Key>,
+        writes: &mut Vec<Key>,
+    ) {
         match step {
             Step::Drop(run) => {
                 for s in run.first..run.end() {
@@ -422,7 +513,7 @@ impl Dependencies {
                         writes.push(Key::Entry(p));
                     }
                     writes.push(Key::Slot(s));
-                    self.owner.insert(s, None);
+                    self.set_owner(s, None);
                 }
             }
             Step::Copy(op) => {
@@ -444,7 +535,6 @@ impl Dependencies {
                 self.move_owners(op.kind, &op.src, &op.dst, &owners);
             }
         }
-        (reads, writes)
     }
 
     fn move_owners(
@@ -458,20 +548,20 @@ impl Dependencies {
             CopyKind::WriteBack => {}
             CopyKind::Evict => {
                 for s in src.first..src.end() {
-                    self.owner.insert(s, None);
+                    self.set_owner(s, None);
                 }
             }
             CopyKind::Relocate => {
                 for s in src.first..src.end() {
-                    self.owner.insert(s, None);
+                    self.set_owner(s, None);
                 }
                 for (i, &o) in owners.iter().enumerate() {
-                    self.owner.insert(dst.first + i as u64, o);
+                    self.set_owner(dst.first + i as u64, o);
                 }
             }
             CopyKind::Incoming => {
                 for (i, &o) in owners.iter().enumerate() {
-                    self.owner.insert(dst.first + i as u64, o);
+                    self.set_owner(dst.first + i as u64, o);
                 }
             }
         }
