@@ -198,21 +198,21 @@ def chunk_carries(reqs, window_ns: int) -> Dict[int, Carry]:
     return {c: ends[p] for p, c in after.items()}
 
 
-def _requests(spark, path: str, ops):
-    """The trace's requests of ``ops`` with an order key: file (in path order) << 40 |
-    row within the file, the order reblock reads them in."""
+def _requests(spark, trace, ops):
+    """The requests of ``ops`` of the read Parquet ``trace`` with an order key: file (in
+    path order) << 40 | row within the file, the order reblock reads them in."""
     from pyspark.sql import functions as F
 
     def uri(f: str) -> str:
         return re.sub(r"^file:/+", "file:/", f)
 
-    df = spark.read.parquet(path).select(
+    df = trace.select(
         F.col("_metadata.row_index").alias("row"),
         F.regexp_replace("_metadata.file_path", "^file:/+", "file:/").alias("file"),
         F.col("ts_ns").cast("long").alias("ts"), F.col("sector").cast("long").alias("sector"),
         F.col("sectors").cast("long").alias("sectors"), F.col("op").cast("string").alias("op"))
     key = F.col("row")
-    files = sorted({uri(f) for f in spark.read.parquet(path).inputFiles()})
+    files = sorted({uri(f) for f in trace.inputFiles()})
     if len(files) > 1:
         ranks = spark.createDataFrame(list(enumerate(files)), "rank long, file string")
         df = df.join(F.broadcast(ranks), "file")
@@ -222,19 +222,22 @@ def _requests(spark, path: str, ops):
 
 
 def sessionize(spark, reqs, window_ns: Optional[int], rows: int,
-               partitions: Optional[int] = None):
-    """``reqs`` with each request's session id ``sid``."""
+               partitions: Optional[int] = None, files: int = 1):
+    """``reqs`` (``rows`` rows in ``files`` files) with each request's session id
+    ``sid``."""
     from pyspark.sql import functions as F
 
     if window_ns is None:
         return reqs.withColumn("sid", F.col("key"))
-    chunks = max(partitions or spark.sparkContext.defaultParallelism,
-                 -(-rows // MAX_CHUNK_ROWS), 1)
+    # Chunks only as small as a worker's memory needs: sessionizing is cheap next to
+    # the pairs, and one chunk needs no pass to carry sessions across.
+    chunks = max(partitions or 1, -(-rows // MAX_CHUNK_ROWS), 1)
     chunk_rows = max(1, -(-rows // chunks))
     reqs = reqs.withColumn("chunk", F.expr(f"key div {chunk_rows}"))
     reqs = reqs.repartition(min(chunks, 4 * spark.sparkContext.defaultParallelism),
                             "chunk").persist()
-    carries = chunk_carries(reqs, window_ns)
+    # Each file's keys begin at a new multiple of 2^40, so files are chunks of their own.
+    carries = chunk_carries(reqs, window_ns) if chunks > 1 or files > 1 else {}
 
     def ids(pdf):
         pdf = _sorted_chunk(pdf)
@@ -287,9 +290,11 @@ def mined_pairs(spark, path: str, support: int = 1, session: str = "100us",
     if ops is None:
         raise ValueError(f"--mine `{mine}`: expected reads, writes or both")
     window_ns = parse_session(session)
+    trace = spark.read.parquet(path)
     # A Parquet count reads only the footers.
-    rows = spark.read.parquet(path).count()
-    sessions = sessionize(spark, _requests(spark, path, ops), window_ns, rows, partitions)
+    rows = trace.count() if window_ns is not None else 0
+    sessions = sessionize(spark, _requests(spark, trace, ops), window_ns, rows, partitions,
+                          len(trace.inputFiles()))
     counts = frequent_pairs(sessions, block_size // 512, window, support)
     out = counts.toPandas().sort_values(["a", "b"], kind="stable", ignore_index=True)
     spark.catalog.clearCache()
@@ -360,8 +365,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="Spark master (default: spark-submit's, else local[*])")
     p.add_argument("--partitions", type=int, default=None, metavar="N",
                    help="cut the trace into at least N chunks of consecutive requests "
-                        f"for sessionizing (default: the cluster's parallelism; chunks "
-                        f"hold at most {MAX_CHUNK_ROWS} requests)")
+                        f"for sessionizing (default: as few as hold at most "
+                        f"{MAX_CHUNK_ROWS} requests each)")
     p.add_argument("--json", action="store_true",
                    help='print {"pairs": [{"a", "b", "support"}, ...]} as reblock pairs does')
     args = parser.parse_args(argv)

@@ -63,15 +63,17 @@ def opens_sessions_across(ts: np.ndarray, cuts, window: int) -> bool:
 
 def test_sessions_straddling_chunks_are_joined(spark, kernel_parquet):
     # Reads only, 1 ms sessions, the trace cut into 7 chunks: sessions straddle the cuts.
+    # 4 KiB blocks and support 3: at 512 B and support 1 the answer is 13 M pairs (a
+    # 500 MB JSON), which tests the printing, not the mining.
     table = pq.read_table(kernel_parquet, columns=["ts_ns", "op"])
     rows, chunk = table.num_rows, -(-table.num_rows // 7)
     reads = np.flatnonzero(np.asarray(table["op"].to_pylist()) == "R")
     cuts = {int(i) for i in np.searchsorted(reads, range(chunk, rows, chunk))}
     assert opens_sessions_across(table["ts_ns"].to_numpy()[reads], cuts, 1_000_000)
-    got = mined(spark, kernel_parquet, support=1, mine="reads", session="1ms",
-                partitions=7)
-    assert got == cli_pairs(kernel_parquet, "--support", "1", "--mine", "reads",
-                            "--session", "1ms")
+    got = mined(spark, kernel_parquet, support=3, mine="reads", session="1ms",
+                block_size=4096, partitions=7)
+    assert got == cli_pairs(kernel_parquet, "--support", "3", "--mine", "reads",
+                            "--session", "1ms", "--block-size", "4096")
     assert len(json.loads(got)["pairs"]) > 1000
 
 
