@@ -4,31 +4,50 @@ machine. Prints exactly what ``reblock pairs --json`` prints for the same trace 
 options::
 
     python -m reblock.spark pairs TRACE.parquet --support 5 --json            # local[*]
-    spark-submit --master yarn -m reblock.spark ...                            # see docs
+    spark-submit --master yarn "$(python -c 'import reblock.spark as s; print(s.__file__)')" \\
+        pairs hdfs:///traces/t.parquet --support 5 --json                      # a cluster
 
 Needs pyspark (``pip install ./python[spark]``) and a Parquet trace (``reblock convert``
-writes one; any file with the columns ts_ns, sector, sectors, op works).
+writes one; any file with the columns ts_ns, sector, sectors, op works; a directory of
+files is read as their concatenation in path order).
 
-How it stays exact: sessions depend on request order (a session holds the requests
-arriving within the window of its first request), so the rows are range-partitioned in
-file order and one small job per partition carries the open session across partition
-boundaries; then every partition forms its sessions and counts their pairs in parallel,
-and the sessions that straddle a boundary are joined by their id before counting.
+How it stays exact and parallel. A session holds the requests arriving within the window
+of its *first* request, so where a session starts depends on where the one before
+started: a recurrence, not a gap rule that a window function could express. The requests
+are cut into chunks of consecutive rows; within a chunk, every request's successor
+session start is found for all requests at once (binary lifting over range minima and
+maxima of the times), and the starts reachable from the chunk's first request are found
+by pointer doubling: numpy over the whole chunk, no loop over requests. The session open
+at a chunk's end is carried into the next chunk: each chunk's end is computed from the
+chunk alone, and recomputed in parallel with its predecessor's end only when it can
+depend on it (no gap of a window in the chunk) until nothing changes. The pairs are then DataFrame operations:
+blocks exploded from requests, each block's first request in its session, the next
+``window`` blocks by ``lead`` over the session ordered by first request, and a count per
+pair.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
 
 DEFAULT_PAIR_WINDOW = 13
+# Rows per sessionization chunk at most: its range tables take 2 * 8 * log2(rows) bytes
+# a row (about 70 MB at 2^18 rows) in one Python worker.
+MAX_CHUNK_ROWS = 1 << 18
 _UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
              "m": 60_000_000_000, "min": 60_000_000_000,
              "h": 3_600_000_000_000, "d": 86_400_000_000_000}
+_OPS = {"both": ("R", "W"), "reads": ("R",), "read": ("R",),
+        "writes": ("W",), "write": ("W",)}
+# The session open at a chunk's end: its id (the order key of its first request) and the
+# arrival time of that request.
+Carry = Tuple[int, int]
 
 
 def parse_session(text: str) -> Optional[int]:
@@ -45,84 +64,241 @@ def parse_session(text: str) -> Optional[int]:
     return int(ns)
 
 
-def blocks_of(sector: int, sectors: int, block_sectors: int) -> range:
-    """The blocks a request touches, as reblock's Blocking::blocks (no wrap)."""
-    first = sector // block_sectors
-    last = (sector + max(sectors, 1) - 1) // block_sectors
-    return range(first, last + 1)
+def _range_tables(ts: np.ndarray) -> List[Tuple[np.ndarray, np.ndarray]]:
+    """Level k holds the minimum and maximum of ``ts[j : j + 2^k]`` for every j."""
+    tables = [(ts, ts)]
+    half = 1
+    while 2 * half <= len(ts):
+        lo, hi = tables[-1]
+        tables.append((np.minimum(lo[:-half], lo[half:]), np.maximum(hi[:-half], hi[half:])))
+        half *= 2
+    return tables
 
 
-def session_pairs(blocks: Sequence[int], window: int) -> Iterator[Tuple[int, int]]:
-    """The pairs of one session: distinct blocks in first-requested order, each paired
-    with the next ``window`` (as reblock's PairCounts::add_session)."""
-    for i, x in enumerate(blocks):
-        for y in blocks[i + 1:i + 1 + window]:
-            yield (x, y) if x < y else (y, x)
+def _first_outside(tables, n: int, pos: np.ndarray, lo: np.ndarray,
+                   hi: np.ndarray) -> np.ndarray:
+    """For each query q, the first index j >= pos[q] whose time lies outside
+    [lo[q], hi[q]) (n if none): binary lifting, longest inside run first."""
+    pos = pos.astype(np.int64)
+    for k in range(len(tables) - 1, -1, -1):
+        mins, maxs = tables[k]
+        step = 1 << k
+        fits = pos + step <= n
+        at = np.where(fits, pos, 0)
+        fits &= (mins[at] >= lo) & (maxs[at] < hi)
+        pos = np.where(fits, pos + step, pos)
+    return pos
 
 
-class _Session:
-    """An open session: its id (the order key of its first row) and distinct blocks."""
-
-    def __init__(self, sid: int, start_ns: int):
-        self.sid, self.start_ns = sid, start_ns
-        self.blocks: List[int] = []
-        self.seen: set = set()
-
-    def add(self, blocks: Iterable[int]) -> None:
-        for b in blocks:
-            if b not in self.seen:
-                self.seen.add(b)
-                self.blocks.append(b)
-
-
-def _carry(rows: Iterable[tuple], carry: Optional[Tuple[int, int]], window_ns: int):
-    """The open session (id, start) after ``rows`` (sorted), given the one before."""
-    for key, ts, _sector, _sectors in rows:
-        if carry is None or not (ts >= carry[1] and ts - carry[1] < window_ns):
-            carry = (key, ts)
-    return carry
+def _chain(successor: np.ndarray, start: int, n: int) -> np.ndarray:
+    """``start, successor[start], successor[successor[start]], ...`` below n, sorted.
+    Pointer doubling: after round k the steps below 2^(k+1) are known, so log2(n)
+    rounds of whole-array indexing instead of one step per session."""
+    found = np.array([start], dtype=np.int64)
+    jump = successor
+    while True:
+        more = jump[found]
+        found = np.concatenate([found, more])
+        if more.max() >= n:
+            break
+        jump = jump[jump]
+    return np.unique(found[found < n])
 
 
-def _partition_sessions(rows, carry, window_ns, block_sectors, window):
-    """Forms the sessions of one sorted partition. Sessions wholly inside it yield their
-    pairs as ("pair", (a, b)); the first (when it began in an earlier partition) and the
-    last (which may go on in the next) yield ("part", (sid, first key here, blocks)), to
-    be joined across partitions by session id."""
-    cur: Optional[_Session] = None
-    carried = carry is not None
-    if carried:
-        cur = _Session(carry[0], carry[1])
-    first_key = None
-    for key, ts, sector, sectors in rows:
-        same = (cur is not None and window_ns is not None
-                and ts >= cur.start_ns and ts - cur.start_ns < window_ns)
-        if not same:
-            if cur is not None:
-                yield from _close(cur, first_key, carried, window)
-            cur, carried, first_key = _Session(key, ts), False, key
-        elif first_key is None:
-            first_key = key
-        cur.add(blocks_of(sector, sectors, block_sectors))
-    if cur is not None and cur.blocks:
-        yield ("part", (cur.sid, first_key, cur.blocks))
+def session_ids(ts: np.ndarray, keys: np.ndarray, window_ns: int,
+                carry: Optional[Carry]) -> Tuple[np.ndarray, Optional[Carry]]:
+    """The session of each request of one chunk (sorted by order key), as reblock's
+    Sessionizer forms them: a request joins the open session when it arrives at or after
+    the session's first request and less than ``window_ns`` after it; otherwise it starts
+    a new one. ``carry`` is the session open before the chunk. Returns each request's
+    session id (the order key of the session's first request) and the session open at
+    the chunk's end."""
+    n = len(ts)
+    if n == 0:
+        return np.empty(0, dtype=np.int64), carry
+    # Unsigned, so that time + window cannot overflow (times are below 2^63; a window
+    # of 2^63 or more admits every later request, as in reblock).
+    ts = ts.astype(np.uint64)
+    window = np.uint64(min(window_ns, 1 << 63))
+    tables = _range_tables(ts)
+    start = 0
+    if carry is not None:
+        since = np.array([carry[1]], dtype=np.uint64)
+        start = int(_first_outside(tables, n, np.zeros(1), since, since + window)[0])
+    successor = np.empty(n + 1, dtype=np.int64)
+    successor[n] = n
+    successor[:n] = _first_outside(tables, n, np.arange(1, n + 1), ts, ts + window)
+    starts = _chain(successor, start, n)
+    sids = np.empty(n, dtype=np.int64)
+    if carry is not None:
+        sids[:start] = carry[0]
+    if len(starts) == 0:
+        return sids, carry
+    is_start = np.zeros(n, dtype=bool)
+    is_start[starts] = True
+    sids[start:] = keys[starts[np.cumsum(is_start[start:]) - 1]]
+    return sids, (int(keys[starts[-1]]), int(ts[starts[-1]]))
 
 
-def _close(session: _Session, first_key, carried: bool, window: int):
-    """A finished session: its pairs, or its part when it began in another partition."""
-    if carried:
-        if session.blocks:
-            yield ("part", (session.sid, first_key, session.blocks))
-        return
-    for p in session_pairs(session.blocks, window):
-        yield ("pair", p)
+def _sorted_chunk(pdf):
+    """One chunk's rows in order-key order."""
+    return pdf.sort_values("key", kind="stable")
 
 
-def _joined_pairs(parts: Iterable[Tuple[int, List[int]]], window: int):
-    """Pairs of one session assembled from its parts, in row order."""
-    s = _Session(0, 0)
-    for _key, blocks in sorted(parts, key=lambda p: p[0]):
-        s.add(blocks)
-    return list(session_pairs(s.blocks, window))
+def end_is_fixed(ts: np.ndarray, window_ns: int) -> bool:
+    """Whether a chunk's last session is the same whatever session is carried into it:
+    true when some request (after the first) comes a window or more after the one
+    before it. That request arrives a window or more after its predecessor's session
+    began, so it starts a session under any carry, and so does everything after it."""
+    ts = ts.astype(np.uint64)
+    return bool(np.any(ts[1:] >= ts[:-1] + np.uint64(min(window_ns, 1 << 63))))
+
+
+def _chunk_ends(reqs, window_ns: int, carries: Dict[int, Carry], chunks=None):
+    """For each chunk (of ``chunks``, or all): the session open at its end given the
+    session carried into it, and whether that end is fixed whatever the carry. One
+    parallel pass; a row per chunk comes to the driver."""
+    import pandas as pd
+
+    def end(pdf):
+        pdf = _sorted_chunk(pdf)
+        chunk = int(pdf["chunk"].iloc[0])
+        ts = pdf["ts"].to_numpy()
+        _, out = session_ids(ts, pdf["key"].to_numpy(), window_ns, carries.get(chunk))
+        return pd.DataFrame({"chunk": [chunk], "sid": [out[0]], "ts": [out[1]],
+                             "fixed": [end_is_fixed(ts, window_ns)]})
+
+    part = reqs.select("chunk", "key", "ts")
+    if chunks is not None:
+        part = part.where(part["chunk"].isin(list(chunks)))
+    rows = part.groupBy("chunk").applyInPandas(
+        end, "chunk long, sid long, ts long, fixed boolean").collect()
+    return {r["chunk"]: ((r["sid"], r["ts"]), r["fixed"]) for r in rows}
+
+
+def chunk_carries(reqs, window_ns: int) -> Dict[int, Carry]:
+    """The session carried into each chunk. Each chunk's end is first computed from the
+    chunk alone; the ends that depend on the carry are recomputed with their
+    predecessor's end until none changes. A chunk is last computed from its
+    predecessor's final end, so by induction from the first chunk every end is exact;
+    usually no round is needed (every chunk has a gap of a window somewhere), else one
+    (session chains meet), at worst one per chunk."""
+    first = _chunk_ends(reqs, window_ns, {})
+    order = sorted(first)
+    ends = {c: e for c, (e, _) in first.items()}
+    fixed = {c for c, (_, f) in first.items() if f}
+    after = dict(zip(order, order[1:]))
+    stale = set(order[1:]) - fixed
+    while stale:
+        carries = {c: ends[p] for p, c in after.items()}
+        fresh = {c: e for c, (e, _) in _chunk_ends(reqs, window_ns, carries, stale).items()}
+        changed = {c for c, e in fresh.items() if ends[c] != e}
+        ends.update(fresh)
+        stale = {after[c] for c in changed if c in after} - fixed
+    return {c: ends[p] for p, c in after.items()}
+
+
+def _requests(spark, trace, ops):
+    """The requests of ``ops`` of the read Parquet ``trace`` with an order key: file (in
+    path order) << 40 | row within the file, the order reblock reads them in."""
+    from pyspark.sql import functions as F
+
+    def uri(f: str) -> str:
+        return re.sub(r"^file:/+", "file:/", f)
+
+    df = trace.select(
+        F.col("_metadata.row_index").alias("row"),
+        F.regexp_replace("_metadata.file_path", "^file:/+", "file:/").alias("file"),
+        F.col("ts_ns").cast("long").alias("ts"), F.col("sector").cast("long").alias("sector"),
+        F.col("sectors").cast("long").alias("sectors"), F.col("op").cast("string").alias("op"))
+    key = F.col("row")
+    files = sorted({uri(f) for f in trace.inputFiles()})
+    if len(files) > 1:
+        ranks = spark.createDataFrame(list(enumerate(files)), "rank long, file string")
+        df = df.join(F.broadcast(ranks), "file")
+        key = F.shiftleft(F.col("rank"), 40) + key
+    return df.where(F.col("op").isin(*ops)).select(
+        key.cast("long").alias("key"), "ts", "sector", "sectors")
+
+
+def sessionize(spark, reqs, window_ns: Optional[int], rows: int,
+               partitions: Optional[int] = None, files: int = 1):
+    """``reqs`` (``rows`` rows in ``files`` files) with each request's session id
+    ``sid``."""
+    from pyspark.sql import functions as F
+
+    if window_ns is None:
+        return reqs.withColumn("sid", F.col("key"))
+    # Chunks only as small as a worker's memory needs: sessionizing is cheap next to
+    # the pairs, and one chunk needs no pass to carry sessions across.
+    chunks = max(partitions or 1, -(-rows // MAX_CHUNK_ROWS), 1)
+    chunk_rows = max(1, -(-rows // chunks))
+    reqs = reqs.withColumn("chunk", F.expr(f"key div {chunk_rows}"))
+    reqs = reqs.repartition(min(chunks, 4 * spark.sparkContext.defaultParallelism),
+                            "chunk").persist()
+    # Each file's keys begin at a new multiple of 2^40, so files are chunks of their own.
+    carries = chunk_carries(reqs, window_ns) if chunks > 1 or files > 1 else {}
+
+    def ids(pdf):
+        pdf = _sorted_chunk(pdf)
+        chunk = int(pdf["chunk"].iloc[0])
+        sids, _ = session_ids(pdf["ts"].to_numpy(), pdf["key"].to_numpy(), window_ns,
+                              carries.get(chunk))
+        return pdf[["key", "sector", "sectors"]].assign(sid=sids)
+
+    return reqs.groupBy("chunk").applyInPandas(
+        ids, "key long, sector long, sectors long, sid long")
+
+
+def frequent_pairs(sessions, block_sectors: int, window: int, support: int):
+    """DataFrame ``a, b, support`` of the pairs of blocks (a < b) sharing at least
+    ``support`` sessions: each session's distinct blocks in the order first requested,
+    each paired with the next ``window``, as reblock's PairCounts."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    first = F.expr(f"sector div {block_sectors}")
+    last = F.expr(f"(sector + greatest(sectors, 1) - 1) div {block_sectors}")
+    # An explicit partition count: adaptive execution would otherwise coalesce the few
+    # requests into one task, and the blocks and pairs they explode into with them.
+    parts = int(sessions.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    blocks = sessions.repartition(parts, "sid").select(
+        "sid", "key", F.explode(F.sequence(first, last)).alias("block"))
+    # A request's blocks ascend, so a block's first place in its session is its first
+    # request, then the block itself: (min key, block) orders the session's distinct
+    # blocks as first requested.
+    firsts = blocks.groupBy("sid", "block").agg(F.min("key").alias("at"))
+    order = Window.partitionBy("sid").orderBy("at", "block")
+    nexts = F.array(*[F.lead("block", d).over(order) for d in range(1, window + 1)])
+    pairs = (firsts.select(F.col("block").alias("x"), nexts.alias("ys"))
+             .select("x", F.explode("ys").alias("y")).where(F.col("y").isNotNull()))
+    counts = pairs.groupBy(F.least("x", "y").alias("a"), F.greatest("x", "y").alias("b")) \
+        .agg(F.count(F.lit(1)).alias("support"))
+    return counts.where(F.col("support") >= support)
+
+
+def mined_pairs(spark, path: str, support: int = 1, session: str = "100us",
+                mine: str = "both", block_size: int = 512,
+                window: int = DEFAULT_PAIR_WINDOW, partitions: Optional[int] = None):
+    """The frequent pairs of the Parquet trace at ``path`` as a pandas DataFrame
+    ``a, b, support`` sorted by a, then b, exactly as ``reblock pairs`` mines them."""
+    if support < 1 or window < 1:
+        raise ValueError("support and window must be at least 1")
+    if block_size < 512 or block_size % 512:
+        raise ValueError(f"block size {block_size}: a positive multiple of 512 bytes")
+    ops = _OPS.get(mine)
+    if ops is None:
+        raise ValueError(f"--mine `{mine}`: expected reads, writes or both")
+    window_ns = parse_session(session)
+    trace = spark.read.parquet(path)
+    # A Parquet count reads only the footers.
+    rows = trace.count() if window_ns is not None else 0
+    sessions = sessionize(spark, _requests(spark, trace, ops), window_ns, rows, partitions,
+                          len(trace.inputFiles()))
+    counts = frequent_pairs(sessions, block_size // 512, window, support)
+    out = counts.toPandas().sort_values(["a", "b"], kind="stable", ignore_index=True)
+    spark.catalog.clearCache()
+    return out
 
 
 def mine_pairs(spark, path: str, support: int = 1, session: str = "100us",
@@ -131,58 +307,39 @@ def mine_pairs(spark, path: str, support: int = 1, session: str = "100us",
                partitions: Optional[int] = None) -> Dict[str, list]:
     """``{"pairs": [{"a", "b", "support"}, ...]}`` of the Parquet trace at ``path``,
     exactly as ``reblock pairs`` mines them with the same options."""
-    from pyspark.sql import functions as F
+    out = mined_pairs(spark, path, support, session, mine, block_size, window, partitions)
+    return {"pairs": [{"a": a, "b": b, "support": c} for a, b, c in
+                      zip(*(out[k].tolist() for k in ("a", "b", "support")))]}
 
-    if support < 1 or window < 1:
-        raise ValueError("support and window must be at least 1")
-    if block_size < 512 or block_size % 512:
-        raise ValueError(f"block size {block_size}: a positive multiple of 512 bytes")
-    ops = {"both": ("R", "W"), "reads": ("R",), "read": ("R",),
-           "writes": ("W",), "write": ("W",)}.get(mine)
-    if ops is None:
-        raise ValueError(f"--mine `{mine}`: expected reads, writes or both")
-    window_ns = parse_session(session)
-    block_sectors = block_size // 512
 
-    df = spark.read.parquet(path)
-    df = df.select(
-        F.col("_metadata.file_path").alias("file"),
-        F.col("_metadata.row_index").alias("row"),
-        F.col("ts_ns").cast("long"), F.col("sector").cast("long"),
-        F.col("sectors").cast("long"), F.col("op").cast("string"),
-    ).where(F.col("op").isin(*ops))
-    # One order key over all files, in file then row order (what reblock reads).
-    files = sorted(r[0] for r in df.select("file").distinct().collect())
-    rank = {f: i for i, f in enumerate(files)}
-    rdd = df.rdd.map(lambda r: ((rank[r[0]] << 40) | r[1], r[2], r[3], r[4]))
-    n = partitions or spark.sparkContext.defaultParallelism
-    rdd = rdd.sortBy(lambda r: r[0], numPartitions=n).cache()
+def pairs_json(out) -> str:
+    """The JSON ``reblock pairs --json`` prints, byte for byte, for ``mined_pairs``'s
+    table (built as text: millions of pairs would not fit as Python dicts)."""
+    cols = zip(*(out[k].tolist() for k in ("a", "b", "support")))
+    body = ",".join(f'{{"a":{a},"b":{b},"support":{c}}}' for a, b, c in cols)
+    return f'{{"pairs":[{body}]}}'
 
-    sc = spark.sparkContext
-    carries: List[Optional[Tuple[int, int]]] = [None]
-    if window_ns is not None:
-        for p in range(rdd.getNumPartitions() - 1):
-            c = carries[-1]
-            carries.append(sc.runJob(rdd, lambda it, c=c: [_carry(it, c, window_ns)], [p])[0])
-    else:
-        carries = [None] * rdd.getNumPartitions()
 
-    def sessions(i, it):
-        return _partition_sessions(it, carries[i], window_ns, block_sectors, window)
+def _session(master: Optional[str]):
+    """A Spark session: spark-submit's master, ``master``, or every local core; in local
+    mode as many shuffle partitions as twice the cores (Spark's 200 are for clusters)."""
+    from pyspark.sql import SparkSession
 
-    tagged = rdd.mapPartitionsWithIndex(sessions).cache()
-    local = tagged.filter(lambda t: t[0] == "pair").map(lambda t: (t[1], 1))
-    joined = (tagged.filter(lambda t: t[0] == "part")
-              .map(lambda t: (t[1][0], (t[1][1], t[1][2])))
-              .groupByKey()
-              .flatMap(lambda kv: _joined_pairs(kv[1], window))
-              .map(lambda p: (p, 1)))
-    counts = local.union(joined).reduceByKey(lambda x, y: x + y)
-    frequent = counts.filter(lambda kv: kv[1] >= support).collect()
-    rdd.unpersist()
-    tagged.unpersist()
-    frequent.sort()
-    return {"pairs": [{"a": a, "b": b, "support": c} for (a, b), c in frequent]}
+    builder = SparkSession.builder.appName("reblock pairs")
+    if master:
+        builder = builder.master(master)
+    elif "PYSPARK_GATEWAY_PORT" not in os.environ:
+        # Not under spark-submit (which sets the master): run locally on every core.
+        builder = builder.master("local[*]")
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    conf = spark.sparkContext.getConf()
+    if spark.sparkContext.master.startswith("local") and \
+            not conf.contains("spark.sql.shuffle.partitions"):
+        spark.conf.set("spark.sql.shuffle.partitions",
+                       str(2 * spark.sparkContext.defaultParallelism))
+    spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
+    return spark
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -192,7 +349,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                     "as `reblock pairs` for the same options.")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("pairs", help="mine the frequent block pairs")
-    p.add_argument("trace", help="Parquet trace (a file or a directory of files)")
+    p.add_argument("trace", help="Parquet trace (a file, or a directory of files read in "
+                                 "path order)")
     p.add_argument("--support", type=int, default=1, metavar="N",
                    help="keep pairs shared by at least N sessions (default 1)")
     p.add_argument("--session", default="100us", metavar="S",
@@ -206,7 +364,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--master", default=None, metavar="URL",
                    help="Spark master (default: spark-submit's, else local[*])")
     p.add_argument("--partitions", type=int, default=None, metavar="N",
-                   help="partitions of the sorted trace (default: the cluster's parallelism)")
+                   help="cut the trace into at least N chunks of consecutive requests "
+                        f"for sessionizing (default: as few as hold at most "
+                        f"{MAX_CHUNK_ROWS} requests each)")
     p.add_argument("--json", action="store_true",
                    help='print {"pairs": [{"a", "b", "support"}, ...]} as reblock pairs does')
     args = parser.parse_args(argv)
@@ -214,28 +374,21 @@ def main(argv: Optional[List[str]] = None) -> int:
         parse_session(args.session)  # fail on a bad flag before starting Spark
     except ValueError as e:
         parser.error(str(e))
+    if args.partitions is not None and args.partitions < 1:
+        parser.error(f"--partitions {args.partitions}: must be at least 1")
 
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.appName("reblock pairs")
-    if args.master:
-        builder = builder.master(args.master)
-    elif "PYSPARK_GATEWAY_PORT" not in os.environ:
-        # Not under spark-submit (which sets the master): run locally on every core.
-        builder = builder.master("local[*]")
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = _session(args.master)
     try:
-        out = mine_pairs(spark, args.trace, args.support, args.session, args.mine,
-                         args.block_size, args.window, args.partitions)
+        out = mined_pairs(spark, args.trace, args.support, args.session, args.mine,
+                          args.block_size, args.window, args.partitions)
     finally:
         spark.stop()
     if args.json:
-        print(json.dumps(out, separators=(",", ":")))
+        print(pairs_json(out))
     else:
-        print(f"{len(out['pairs'])} pairs seen in at least {args.support} session(s):")
-        for q in out["pairs"]:
-            print(f"{q['a']:>14} {q['b']:>14} {q['support']:>8}")
+        print(f"{len(out)} pairs seen in at least {args.support} session(s):")
+        for a, b, c in zip(out["a"].tolist(), out["b"].tolist(), out["support"].tolist()):
+            print(f"{a:>14} {b:>14} {c:>8}")
     return 0
 
 

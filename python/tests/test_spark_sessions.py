@@ -1,0 +1,94 @@
+"""The Spark job's vectorized sessionizer forms the sessions reblock's Sessionizer forms
+(a request joins the open session when it arrives at or after the session's first
+request and less than the window after it), chunk by chunk with the open session
+carried across: checked against that rule written as a plain loop."""
+
+import random
+
+import numpy as np
+import pytest
+
+from reblock.spark import DEFAULT_PAIR_WINDOW, end_is_fixed, parse_session, session_ids
+
+
+def sessions_by_rule(ts, window, carry=None):
+    """The rule, one request at a time: each request's session id (its first index)."""
+    start, ids = carry, []
+    for i, t in enumerate(ts):
+        if start is None or not (start[1] <= t < start[1] + window):
+            start = (i, t)
+        ids.append(start[0])
+    return ids
+
+
+def chunked(ts, window, cuts):
+    """session_ids over the chunks ``cuts`` delimits, each given the previous one's end."""
+    ts = np.asarray(ts, dtype=np.int64)
+    keys = np.arange(len(ts), dtype=np.int64)
+    carry, ids = None, []
+    for lo, hi in zip([0, *cuts], [*cuts, len(ts)]):
+        got, carry = session_ids(ts[lo:hi], keys[lo:hi], window, carry)
+        ids.extend(got.tolist())
+    return ids
+
+
+def traces():
+    """Arrival patterns that exercise the rule: sorted with gaps around the window,
+    out of order (a late request older than the session's start), periodic (session
+    chains that never meet), equal times, one request."""
+    rng = random.Random(7)
+    yield [0, 60, 120, 180, 240, 250, 400]
+    yield [100, 50, 120, 99, 260, 150, 199, 200, 201]
+    yield list(range(0, 5000, 50))
+    yield [5] * 40
+    yield [42]
+    for _ in range(200):
+        n = rng.randint(1, 300)
+        t, ts = 0, []
+        for _ in range(n):
+            t += rng.choice([0, 1, 10, 40, 99, 100, 101, 250])
+            ts.append(max(0, t - rng.choice([0, 0, 0, 0, 30, 120])))
+        yield ts
+
+
+@pytest.mark.parametrize("window", [1, 100, 1 << 62, 1 << 63])
+def test_chunks_form_the_rules_sessions(window):
+    rng = random.Random(window)
+    for ts in traces():
+        want = sessions_by_rule(ts, window)
+        assert chunked(ts, window, []) == want, ts
+        cuts = sorted(rng.sample(range(1, len(ts) + 1), min(len(ts), rng.randint(1, 6))))
+        assert chunked(ts, window, cuts) == want, (ts, cuts)
+        # A chunk whose end is fixed ends the same under any carried session.
+        if end_is_fixed(np.asarray(ts), window):
+            keys = np.arange(len(ts), dtype=np.int64)
+            alone = session_ids(np.asarray(ts), keys, window, None)[1]
+            carry = (-1, max(0, rng.choice(ts) - rng.randint(0, 200)))
+            assert session_ids(np.asarray(ts), keys, window, carry)[1] == alone, ts
+
+
+def test_the_open_session_carries_into_the_next_chunk():
+    ids, end = session_ids(np.array([10, 20, 130], dtype=np.int64),
+                           np.array([7, 8, 9], dtype=np.int64), 100, (3, 0))
+    assert ids.tolist() == [3, 3, 9] and end == (9, 130)
+    ids, end = session_ids(np.array([10, 20], dtype=np.int64),
+                           np.array([7, 8], dtype=np.int64), 100, (3, 0))
+    assert ids.tolist() == [3, 3] and end == (3, 0)
+
+
+def test_flags_parse_as_the_cli_parses_them():
+    assert parse_session("100us") == 100_000 and parse_session("1.5ms") == 1_500_000
+    assert parse_session("request") is None
+    with pytest.raises(ValueError, match="--session `fast`"):
+        parse_session("fast")
+    assert DEFAULT_PAIR_WINDOW == 13
+
+
+def test_a_window_long_gap_fixes_a_chunks_end_whatever_the_carry():
+    keys = np.arange(4, dtype=np.int64)
+    ts = np.array([0, 50, 150, 160], dtype=np.int64)
+    assert end_is_fixed(ts, 100)
+    for carry in [None, (-1, 0), (-1, 40), (-1, 60), (-2, 149)]:
+        assert session_ids(ts, keys, 100, carry)[1] == (2, 150)
+    assert not end_is_fixed(np.array([0, 60, 120, 180], dtype=np.int64), 100)
+    assert not end_is_fixed(np.array([7], dtype=np.int64), 100)
