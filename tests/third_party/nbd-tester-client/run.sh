@@ -171,6 +171,8 @@ run_client() {
 # each case starts from a copy of it.
 pristine_image() {
   work=$top
+  : >"$work/why.log"
+  : >"$work/stacks.log"
   start_server "$top/pristine.img" --create 50M --bopt-size 8M --tcp 127.0.0.1:0 && stop_server
 }
 
@@ -269,6 +271,7 @@ if ! pristine_image; then
   echo "FAIL formatting a fresh image"
   sed 's/^/  why: /' "$top/why.log"
   tail -100 "$top/server.log" | sed 's/^/  | /'
+  sed 's/^/  | /' "$top/stacks.log"
   exit 1
 fi
 c=$top/client
