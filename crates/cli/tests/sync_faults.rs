@@ -344,15 +344,18 @@ impl Bench {
         }
     }
 
-    fn counts(&self) -> (u64, u64) {
-        let t = std::fs::read_to_string(self.dir.path().join("counts")).unwrap_or_default();
+    fn counts(dir: &Path) -> (u64, u64) {
+        let t = std::fs::read_to_string(dir.join("counts")).unwrap_or_default();
         let mut it = t.split_whitespace().map(|w| w.parse().unwrap_or(0));
         (it.next().unwrap_or(0), it.next().unwrap_or(0))
     }
 
-    /// One round: fresh image, the workload under `fault`, restart, verify, check.
+    /// One round: fresh image, the workload under `fault`, restart, verify, check. Each
+    /// round has its own directory (image, sockets, the shim's counts), so that rounds
+    /// can run side by side.
     fn round(&self, fault: Fault, seed: u64) -> Result<(u64, u64), String> {
-        let d = self.dir.path();
+        let round_dir = tempfile::tempdir_in(self.dir.path()).unwrap();
+        let d = round_dir.path();
         let img = d.join("round.img");
         std::fs::copy(&self.pristine, &img).unwrap();
         let mut model = Model::new();
@@ -360,7 +363,7 @@ impl Bench {
         if srv.alive() {
             workload(&srv, &mut model, seed);
         }
-        let counts = self.counts();
+        let counts = Bench::counts(d);
         if srv.alive() {
             if let Fault::FailAtWrite(..) = fault {
                 let bytes = read_all(&srv)?;
@@ -401,6 +404,42 @@ fn sample(n: u64, long: bool, want: u64) -> Vec<u64> {
     v
 }
 
+/// Runs `rounds` (a fault and its description each) on `ROUND_WORKERS` threads: a round
+/// mostly waits for fdatasync and for servers to start, so rounds side by side take a
+/// fraction of the time one after another did. Panics with the first failed round's fault.
+fn run_rounds(b: &Bench, seed: u64, rounds: Vec<(Fault, String)>, long: bool) {
+    const ROUND_WORKERS: usize = 4;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failures = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..ROUND_WORKERS {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some((fault, what)) = rounds.get(i) else {
+                    return;
+                };
+                match b.round(*fault, seed) {
+                    Ok(_) if long => eprintln!("round: seed {seed} {what}: ok"),
+                    Ok(_) => {}
+                    Err(e) => failures
+                        .lock()
+                        .unwrap()
+                        .push((i, format!("seed {seed}, {what}: {e}"))),
+                }
+            });
+        }
+    });
+    let mut failures = failures.into_inner().unwrap();
+    failures.sort();
+    if let Some((_, first)) = failures.first() {
+        panic!(
+            "{first} ({} of {} rounds failed)",
+            failures.len(),
+            rounds.len()
+        );
+    }
+}
+
 #[test]
 fn crash_at_every_sync_point_and_failed_writes_lose_nothing() {
     let long = std::env::var("REBLOCK_SYNC_FAULTS").as_deref() == Ok("long");
@@ -413,25 +452,28 @@ fn crash_at_every_sync_point_and_failed_writes_lose_nothing() {
             syncs > 5 && writes > 5,
             "the workload ran ({syncs} syncs, {writes} writes)"
         );
+        let mut rounds = Vec::new();
         for n in sample(syncs, long, 8) {
-            b.round(Fault::KillAtSync(n), seed)
-                .unwrap_or_else(|e| panic!("seed {seed}, SIGKILL at fdatasync {n}: {e}"));
+            rounds.push((
+                Fault::KillAtSync(n),
+                format!("SIGKILL at fdatasync {n}/{syncs}"),
+            ));
             crashes += 1;
-            if long {
-                eprintln!("round: seed {seed} SIGKILL at fdatasync {n}/{syncs}: ok ({crashes} crash rounds)");
-            }
         }
         for (errno, count) in [("ENOSPC", &mut enospc), ("EIO", &mut eio)] {
             // Past 100 rounds of an errno, the long form spends its time on sync points.
             let wanted = if long && *count >= 100 { 0 } else { writes };
             for n in sample(wanted, long, 4) {
-                b.round(Fault::FailAtWrite(n, errno), seed)
-                    .unwrap_or_else(|e| panic!("seed {seed}, {errno} at pwrite {n}: {e}"));
+                rounds.push((
+                    Fault::FailAtWrite(n, errno),
+                    format!("{errno} at pwrite {n}/{writes}"),
+                ));
                 *count += 1;
-                if long {
-                    eprintln!("round: seed {seed} {errno} at pwrite {n}/{writes}: ok ({count} such rounds)");
-                }
             }
+        }
+        run_rounds(&b, seed, rounds, long);
+        if long {
+            eprintln!("seed {seed}: {crashes} crash rounds, {enospc} ENOSPC rounds, {eio} EIO rounds so far");
         }
         seed += 1;
         if !long || (crashes >= 400 && enospc >= 100 && eio >= 100) {

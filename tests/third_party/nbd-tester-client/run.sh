@@ -10,7 +10,9 @@
 #
 # Needs a C compiler, pkg-config and GLib's headers (Debian: libglib2.0-dev); with
 # GnuTLS's headers (libgnutls28-dev) the TLS cases run too, else they are skipped.
-# Prints one line per case and closes with "N passed, N failed".
+# Prints one line per case and closes with "N passed, N failed". Cases run side by side,
+# NBD_TESTER_JOBS at once (default 2): each has its own server, image and directory, and
+# they spend much of their time waiting for fdatasync and for each other's replies.
 #
 # Nothing here can hang: a client that has not finished within NBD_TESTER_CLIENT_SECS
 # (default 300) or a server still running NBD_TESTER_STOP_SECS (default 60) after SIGTERM
@@ -20,16 +22,28 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 reblock=${REBLOCK:?set REBLOCK to the reblock binary}
 certs=$(cd "$here/../../../crates/nbd/tests/certs" && pwd)
-work=$(mktemp -d "${TMPDIR:-/tmp}/nbd-tester.XXXXXX")
+# $top holds the clients and one directory per case; $work is the running case's.
+top=$(mktemp -d "${TMPDIR:-/tmp}/nbd-tester.XXXXXX")
+work=$top
 client_secs=${NBD_TESTER_CLIENT_SECS:-300}
 stop_secs=${NBD_TESTER_STOP_SECS:-60}
+jobs_max=${NBD_TESTER_JOBS:-2}
 server_pid=""
 client_pid=""
-cleanup() {
-  # SIGKILL: a process left behind would keep the caller's output pipe open.
+# Kills what the running case started. SIGKILL: a process left behind would keep the
+# caller's output pipe open.
+kill_case() {
   [ -n "$client_pid" ] && kill -KILL "$client_pid" 2>/dev/null
   [ -n "$server_pid" ] && kill -KILL "$server_pid" 2>/dev/null
-  rm -rf "$work"
+}
+cleanup() {
+  local pid
+  for pid in $(jobs -p); do
+    kill -TERM "$pid" 2>/dev/null
+  done
+  wait
+  kill_case
+  rm -rf "$top"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -86,11 +100,11 @@ if ! glib=$(pkg-config --cflags --libs glib-2.0 2>/dev/null); then
   exit 2
 fi
 # shellcheck disable=SC2086
-build "$work/client" $glib || exit 2
+build "$top/client" $glib || exit 2
 tls=no
 if gnutls=$(pkg-config --cflags --libs gnutls 2>/dev/null); then
   # shellcheck disable=SC2086
-  build "$work/client-tls" -DHAVE_GNUTLS=1 "$here/buffer.c" "$here/crypto-gnutls.c" $glib $gnutls \
+  build "$top/client-tls" -DHAVE_GNUTLS=1 "$here/buffer.c" "$here/crypto-gnutls.c" $glib $gnutls \
     && tls=yes
 fi
 
@@ -153,27 +167,32 @@ run_client() {
   return $rc
 }
 
-# A formatted 50 MiB image (the size simple_test gives its integrity tests).
-fresh_image() {
-  rm -f "$work/disk.img"
-  start_server "$work/disk.img" --create 50M --bopt-size 8M --tcp 127.0.0.1:0 && stop_server
+# A formatted 50 MiB image (the size simple_test gives its integrity tests), made once:
+# each case starts from a copy of it.
+pristine_image() {
+  work=$top
+  : >"$work/why.log"
+  : >"$work/stacks.log"
+  start_server "$top/pristine.img" --create 50M --bopt-size 8M --tcp 127.0.0.1:0 && stop_server
 }
 
-passed=0
-failed=0
-skipped=0
-# run_case NAME "SERVER ARGS" CLIENT ARGS...: serves a fresh image, runs the client.
-run_case() {
+# run_one_case NAME "SERVER ARGS" CLIENT ARGS...: serves a fresh image in the case's own
+# directory, runs the client, prints the case's PASS/FAIL line and its logs, and leaves
+# "yes" or "no" in $top/NAME.ok. @SOCK@ in either's arguments is the case's Unix socket.
+run_one_case() {
   local name=$1 server_args=$2; shift 2
-  if [ ${#wanted[@]} -gt 0 ] && [[ ! " ${wanted[*]} " =~ " $name " ]]; then
-    return
-  fi
   local ok=yes started
   started=$(date +%s)
+  work=$top/$name
+  server_args=${server_args//@SOCK@/$work/nbd.sock}
+  mkdir -p "$work"
+  trap kill_case EXIT
+  trap 'exit 130' INT TERM
   : >"$work/client.log"
   : >"$work/why.log"
   : >"$work/stacks.log"
-  fresh_image || { echo "formatting a fresh image failed" >>"$work/why.log"; ok=no; }
+  cp --sparse=always "$top/pristine.img" "$work/disk.img" \
+    || { echo "copying the fresh image failed" >>"$work/why.log"; ok=no; }
   # shellcheck disable=SC2086
   if [ $ok = yes ] && start_server "$work/disk.img" $server_args; then
     local args=("$@")
@@ -189,7 +208,6 @@ run_case() {
   fi
   if [ $ok = yes ]; then
     echo "PASS $name ($(( $(date +%s) - started )) s)"
-    passed=$((passed + 1))
   else
     echo "FAIL $name ($(( $(date +%s) - started )) s)"
     sed 's/^/  why: /' "$work/why.log"
@@ -199,8 +217,48 @@ run_case() {
     echo "  server log (last 100 lines):"
     tail -100 "$work/server.log" | sed 's/^/  | /'
     sed 's/^/  | /' "$work/stacks.log"
-    failed=$((failed + 1))
   fi
+  rm -f "$work/disk.img"
+  echo $ok >"$top/$name.ok"
+}
+
+passed=0
+failed=0
+skipped=0
+cases=()
+printed=0
+# Prints, in the order the cases were started, the output of every finished case not yet
+# printed, stopping at the first one still running. With "all" (every case has ended), a
+# case that left no verdict died on the way: it failed.
+print_finished() {
+  while [ $printed -lt ${#cases[@]} ]; do
+    local name=${cases[$printed]}
+    [ -e "$top/$name.ok" ] || [ "${1:-}" = all ] || return 0
+    cat "$top/$name.out"
+    if [ "$(cat "$top/$name.ok" 2>/dev/null)" = yes ]; then
+      passed=$((passed + 1))
+    else
+      [ -e "$top/$name.ok" ] || echo "FAIL $name (it ended without a verdict)"
+      failed=$((failed + 1))
+    fi
+    printed=$((printed + 1))
+  done
+}
+
+# run_case NAME "SERVER ARGS" CLIENT ARGS...: starts the case in the background, once
+# fewer than $jobs_max cases run.
+run_case() {
+  local name=$1
+  if [ ${#wanted[@]} -gt 0 ] && [[ ! " ${wanted[*]} " =~ " $name " ]]; then
+    return
+  fi
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do
+    wait -n
+    [ $? -ne 127 ] || break # no child left to wait for
+    print_finished
+  done
+  cases+=("$name")
+  ( run_one_case "$@" ) >"$top/$name.out" 2>&1 &
 }
 
 skip() {
@@ -209,25 +267,37 @@ skip() {
 }
 
 wanted=("$@")
-c=$work/client
+if ! pristine_image; then
+  echo "FAIL formatting a fresh image"
+  sed 's/^/  why: /' "$top/why.log"
+  tail -100 "$top/server.log" | sed 's/^/  | /'
+  sed 's/^/  | /' "$top/stacks.log"
+  exit 1
+fi
+c=$top/client
 tcp="--tcp 127.0.0.1:0"
+if [ $tls = yes ]; then
+  tlsargs="$tcp --tls require --tls-cert $certs/server-cert.pem --tls-key $certs/server-key.pem"
+  ct=("$top/client-tls" -C "$certs/client-cert.pem" -K "$certs/client-key.pem" -A "$certs/ca-cert.pem")
+fi
+# The longest cases first, so that the short ones fill in beside them.
+run_case integrityhuge "$tcp" "$c" -N export1 -i -t "$here/integrityhuge-test.tr" localhost @PORT@
+if [ $tls = yes ]; then
+  run_case tlshuge "$tlsargs" "${ct[@]}" -N export1 -i -t "$here/integrityhuge-test.tr" -H localhost 127.0.0.1 @PORT@
+fi
+run_case flush "$tcp" "$c" -N export1 -w -f localhost @PORT@
 run_case cfg1 "$tcp" "$c" -N export1 127.0.0.1 @PORT@
 run_case cfgnew "$tcp" "$c" -N export1 localhost @PORT@
 run_case cfgsize "$tcp" "$c" -o -N export1 127.0.0.1 @PORT@
 run_case cfgmulti "$tcp" "$c" -N export1 localhost @PORT@
 run_case cfgmulti-readonly "$tcp --read-only" "$c" -N export1 localhost @PORT@
 run_case write "$tcp" "$c" -N export1 -w localhost @PORT@
-run_case flush "$tcp" "$c" -N export1 -w -f localhost @PORT@
 run_case rowrite "$tcp --read-only" "$c" -N export1 -w -F localhost @PORT@
-run_case unix "--unix $work/nbd.sock" "$c" -N export1 -u @SOCK@
+run_case unix "--unix @SOCK@" "$c" -N export1 -u @SOCK@
 run_case handshake "$tcp" "$c" -h -N export1 localhost @PORT@
 run_case integrity "$tcp" "$c" -N export1 -i -t "$here/integrity-test.tr" localhost @PORT@
-run_case integrityhuge "$tcp" "$c" -N export1 -i -t "$here/integrityhuge-test.tr" localhost @PORT@
 if [ $tls = yes ]; then
-  tlsargs="$tcp --tls require --tls-cert $certs/server-cert.pem --tls-key $certs/server-key.pem"
-  ct=("$work/client-tls" -C "$certs/client-cert.pem" -K "$certs/client-key.pem" -A "$certs/ca-cert.pem")
   run_case tls "$tlsargs" "${ct[@]}" -N export1 -i -t "$here/integrity-test.tr" localhost @PORT@
-  run_case tlshuge "$tlsargs" "${ct[@]}" -N export1 -i -t "$here/integrityhuge-test.tr" -H localhost 127.0.0.1 @PORT@
 else
   skip tls "GnuTLS headers missing (libgnutls28-dev)"
   skip tlshuge "GnuTLS headers missing (libgnutls28-dev)"
@@ -235,5 +305,7 @@ fi
 # Not applicable: dirconfig, tree, rotree, list, inetd (nbd-server's own configuration,
 # tree files and inetd mode; their client side is cfg1/write/rowrite above), tlswrongcert
 # (client certificates are not checked), nlconnect, connstatus, persist (the kernel client).
+wait
+print_finished all
 echo "nbd-tester-client: $passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]
