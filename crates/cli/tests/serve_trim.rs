@@ -171,16 +171,7 @@ fn fs2_replicas_of_hot_pages_are_made_in_trimmed_space_and_never_outlive_a_write
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("disk.img");
     let sock = dir.path().join("nbd.sock");
-    let mut c = Command::new(cargo_bin("reblock"));
-    c.args([
-        "serve",
-        img.to_str().unwrap(),
-        "--unix",
-        sock.to_str().unwrap(),
-    ])
-    .args(["--create", "256M", "--bopt-size", "16M"]);
-    let mut server = c.stderr(Stdio::null()).spawn().unwrap();
-    wait_for(&sock, &mut server);
+    let mut server = serve_unix(&img, &sock, Some(("256M", "16M")));
     // Write 256 MiB, trim 128 MiB of it (64..192 MiB), read a hot part repeatedly.
     qemu_io(
         &sock,
