@@ -1,5 +1,6 @@
 //! The optional `<trace>.meta.json` beside a trace (as the captured traces carry): the
-//! device's size in `device_sectors`, a description, and "DAY N START" markers.
+//! device's size in `device_sectors`, the drive's model in `device_model`, a description,
+//! and "DAY N START" markers.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +16,9 @@ pub struct Sidecar {
     pub requests: Option<u64>,
     /// Timestamps of the "DAY N START" markers, ascending.
     pub day_starts_ns: Vec<u64>,
+    /// The drive the capture was made on, as `device_model` names it: a device spec
+    /// (`hdd:wd2500aaks`) or the model string the kernel reports (`WDC WD2500AAKS-00B3A0`).
+    pub device_model: Option<String>,
 }
 
 /// Where a trace's sidecar may be: `<trace>.meta.json`, then the trace's name with its
@@ -119,6 +123,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Sidecar, String> {
         description: text_of("description"),
         requests: v.get("requests").and_then(|x| x.as_u64()),
         day_starts_ns,
+        device_model: text_of("device_model").filter(|m| !m.trim().is_empty()),
     })
 }
 
