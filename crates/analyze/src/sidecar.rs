@@ -68,6 +68,7 @@ impl Sidecar {
             workload: self.workload.or(farther.workload),
             description: self.description.or(farther.description),
             requests: self.requests.or(farther.requests),
+            device_model: self.device_model.or(farther.device_model),
             day_starts_ns: if self.day_starts_ns.is_empty() {
                 farther.day_starts_ns
             } else {
