@@ -224,8 +224,21 @@ fn spread(pool: &FreeExtents, want: u64) -> FreeExtents {
 #[derive(Deserialize)]
 struct FreemapReport {
     block_size: u64,
+    /// The file system's size in blocks (absent from hand-written extent files).
+    #[serde(default)]
+    blocks: Option<u64>,
     unit: String,
     extents: Vec<FreemapExtent>,
+}
+
+/// The size in 512-byte sectors of the file system a free-extent file describes, when the
+/// file says (`blocks` x `block_size`); none when it does not or cannot be read (reading
+/// the extents later reports why).
+pub fn file_system_sectors(path: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let rep: FreemapReport = serde_json::from_str(&text).ok()?;
+    let bytes = rep.blocks?.checked_mul(rep.block_size)?;
+    (bytes >= 512).then_some(bytes / 512)
 }
 
 #[derive(Deserialize)]
@@ -283,6 +296,26 @@ mod tests {
             Op::Read,
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_freemap_report_gives_its_file_systems_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let with = dir.path().join("fs.json");
+        std::fs::write(
+            &with,
+            r#"{"block_size": 4096, "blocks": 1048576, "unit": "sectors", "extents": []}"#,
+        )
+        .unwrap();
+        assert_eq!(file_system_sectors(&with), Some(8_388_608));
+        let without = dir.path().join("hand.json");
+        std::fs::write(
+            &without,
+            r#"{"block_size": 4096, "unit": "blocks", "extents": []}"#,
+        )
+        .unwrap();
+        assert_eq!(file_system_sectors(&without), None);
+        assert_eq!(file_system_sectors(&dir.path().join("missing.json")), None);
     }
 
     #[test]

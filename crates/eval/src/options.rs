@@ -82,7 +82,7 @@ impl EvalOptions {
             let why = format!("{} is not a positive multiple of 512", self.page_size);
             return Err(bad("page-size", why).into());
         }
-        let cfg = EvalConfig {
+        let mut cfg = EvalConfig {
             policies: (self.policies.as_deref())
                 .unwrap_or(DEFAULT_POLICIES)
                 .split(',')
@@ -101,9 +101,21 @@ impl EvalOptions {
             guard_epoch_requests: self.guard_epoch,
             page_sectors: self.page_size / 512,
             min_edge_weight: self.min_edge_weight,
-            data_area: DataArea::parse(self.data_area.as_deref().unwrap_or("device"))?,
+            data_area: DataArea::Device,
             wrap: self.wrap,
             free_space: crate::free::FreeSpace::parse(&self.free_space)?,
+        };
+        cfg.data_area = match self.data_area.as_deref() {
+            Some(spec) => DataArea::parse(spec)?,
+            // A free-extent file describes the traced file system: its extents are only
+            // meaningful against that file system's size, not a whole named disk (4 GiB of
+            // ext4 on a 232 GiB drive would leave its free space under FS2's critical
+            // watermark, and no replica would ever be made).
+            None => match &cfg.free_space {
+                crate::free::FreeSpace::File(path) => crate::free::file_system_sectors(path)
+                    .map_or(DataArea::Device, DataArea::Sectors),
+                _ => DataArea::Device,
+            },
         };
         cfg.validate()?;
         Ok(cfg)

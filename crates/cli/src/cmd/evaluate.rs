@@ -102,7 +102,8 @@ pub struct Args {
     /// fraction of the data area (`0.3`, spread over the untouched pages), `discards`
     /// (what the trace's discards freed: blkparse and tracefs captures of a file system
     /// mounted with `discard` or trimmed with fstrim), or a file holding
-    /// `reblock freemap IMAGE --json` of the traced file system.
+    /// `reblock freemap IMAGE --json` of the traced file system (without --data-area,
+    /// the data area is then that file system's size, which the file states).
     #[arg(long, default_value = "untouched", value_name = "SPEC")]
     pub free_space: String,
     /// Page size in bytes (a multiple of 512).
