@@ -417,3 +417,23 @@ fn write_after_carrying_read(sequential_cutoff_bytes: Option<u64>) {
     e.indirector().check();
     check_pages(&e, expected);
 }
+
+/// Pages carried for a plan that a detach then abandons are never placed: after the
+/// detach and later background rounds the region maps nothing and every page reads its
+/// data from home.
+#[test]
+fn pages_carried_before_a_detach_are_never_placed() {
+    let l = layout(false);
+    let e = open(Arc::new(fresh_store(&l)));
+    e.reconfigure(interleaved_plan(300, 64)).unwrap();
+    let mut buf = vec![0u8; 40 * PAGE];
+    e.read_bytes(&mut buf, 310 * PAGE as u64).unwrap();
+    e.detach().unwrap();
+    for _ in 0..3 {
+        e.background_tick(true).unwrap();
+    }
+    assert_eq!(e.status().piggybacked_pages, 0);
+    assert_eq!(e.indirector().map().len(), 0);
+    e.indirector().check();
+    check_pages(&e, |_| 0);
+}

@@ -62,6 +62,8 @@ pub(super) struct Carried {
 
 /// One incoming step's pages, as a foreground read found them.
 struct CarriedRun {
+    /// The reconfiguration queue's generation when it was carried.
+    queue_gen: u64,
     op: CopyOp,
     bytes: Vec<u8>,
     /// The stripes of its pages and their generations when read.
@@ -283,10 +285,15 @@ impl Engine {
         if self.is_read_only() {
             return;
         }
-        let steps = {
+        let (steps, queue_gen) = {
             let mut st = lock(&self.state);
-            let State { ind, pending, .. } = &mut *st;
-            pending.take_read(ind, first, end - first)
+            let State {
+                ind,
+                pending,
+                queue_gen,
+                ..
+            } = &mut *st;
+            (pending.take_read(ind, first, end - first), *queue_gen)
         };
         let page = self.geo.page.bytes() as usize;
         let mut held = lock(&self.carried.runs);
@@ -296,6 +303,7 @@ impl Engine {
                 ((op.src.first - first) as usize) * page + ((first * ps - sector) * 512) as usize;
             let stripes = self.stripe_ids(op.src.first * ps, (op.src.first + op.pages()) * ps);
             held.push(CarriedRun {
+                queue_gen,
                 op: *op,
                 bytes: buf[at..at + op.pages() as usize * page].to_vec(),
                 generations: stripes
@@ -317,7 +325,8 @@ impl Engine {
     /// them, under the gate. A run is dropped (the copier's queue still has its step)
     /// when its pages' stripes were held for writing since it was read (a write, TRIM or
     /// destage may have changed their bytes), and keeps only the pages still valid on
-    /// the current map. Nothing is freed, so no commit: until the next FLUSH the durable
+    /// the current map; a run carried for a queue since replaced (a new plan, a detach)
+    /// is dropped. Nothing is freed, so no commit: until the next FLUSH the durable
     /// map simply does not name the slots. Returns the pages placed.
     pub(super) fn place_carried(&self) -> io::Result<u64> {
         let mut runs = std::mem::take(&mut *lock(&self.carried.runs));
@@ -327,10 +336,15 @@ impl Engine {
         runs.sort_by_key(|r| (r.op.dst.region == Region::Data, r.op.dst.first));
         // Lock order: stripes (a reader's, shared), gate, state.
         let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
-        let mut scratch = lock(&self.state).ind.clone();
+        let (mut scratch, queue_gen) = {
+            let st = lock(&self.state);
+            (st.ind.clone(), st.queue_gen)
+        };
         let page = self.geo.page.bytes() as usize;
         let mut placed = 0;
-        for run in runs.iter().filter(|r| self.carried.unchanged(r)) {
+        // A run of a plan since replaced (or of a detach) is not this queue's to place.
+        let current = |r: &&CarriedRun| r.queue_gen == queue_gen && self.carried.unchanged(r);
+        for run in runs.iter().filter(current) {
             let (valid, _) = valid_parts(&[Step::Copy(run.op)], &mut scratch);
             for step in &valid {
                 let Step::Copy(op) = step else { continue };
