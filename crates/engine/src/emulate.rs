@@ -5,14 +5,18 @@
 //! area and the optimized region are laid onto the one disk as `evaluate` lays them: the
 //! region inserted inside the data area at a chosen position (`serve` puts it right
 //! after the data area, where the image holds it), the data area's later part shifted
-//! past it. Requests are served one at a time, in the
-//! order they arrive. The sum of service times is the emulated busy time `status`
+//! past it. Requests wait in the host queue the simulator uses (`reblock_sim`'s
+//! [`Queue`] with the replay's default scheduler and merge limit: first come, first
+//! served, and contiguous requests of one direction that wait together are merged into
+//! one disk request, as the block layer does), and the disk serves them one at a time.
+//! The sum of service times is the emulated busy time `status`
 //! reports, so a layout's effect can be measured end to end on a machine without such a
 //! disk.
 
 use crate::format::Layout;
 use crate::store::{Dev, Store};
 use reblock_device::{DevRequest, Device};
+use reblock_sim::scheduler::{Queue, NO_OP};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -108,10 +112,92 @@ impl DiskPlacement {
     }
 }
 
-/// The modelled disk and when it is next free (emulated ns since start).
+/// Marks an op that still waits in the queue.
+const QUEUED: u64 = u64::MAX;
+
+/// The modelled disk, its host queue and when it is next free (emulated ns since start).
 struct Disk {
     device: Box<dyn Device>,
     free_at_ns: u64,
+    queue: Queue,
+    /// Per op id: its completion time once the disk has taken it, else [`QUEUED`].
+    done_ns: Vec<u64>,
+    /// Op ids whose waiter has left, for reuse (the queue indexes by op id).
+    spare_ops: Vec<u32>,
+    busy_ns: u64,
+    ios: u64,
+}
+
+impl Disk {
+    fn new(device: Box<dyn Device>) -> Disk {
+        // The simulator's host queue with the replay's defaults, so that `evaluate` and
+        // the emulated drive serve the same requests the same way.
+        let config = reblock_sim::Config::default();
+        Disk {
+            device,
+            free_at_ns: 0,
+            queue: Queue::new(config.scheduler, config.max_merge_sectors),
+            done_ns: Vec::new(),
+            spare_ops: Vec::new(),
+            busy_ns: 0,
+            ios: 0,
+        }
+    }
+
+    /// Queues the disk requests of one I/O arriving at `now_ns`; returns their op ids.
+    fn submit(&mut self, now_ns: u64, reqs: &[DevRequest]) -> Vec<u32> {
+        self.advance(now_ns);
+        // An idle disk starts the next request when it arrives.
+        self.free_at_ns = self.free_at_ns.max(now_ns);
+        let ops: Vec<u32> = reqs
+            .iter()
+            .map(|r| {
+                let op = self.spare_ops.pop().unwrap_or(self.done_ns.len() as u32);
+                if op as usize == self.done_ns.len() {
+                    self.done_ns.push(QUEUED);
+                }
+                self.done_ns[op as usize] = QUEUED;
+                self.queue.push(op, *r, &*self.device);
+                op
+            })
+            .collect();
+        self.advance(now_ns);
+        ops
+    }
+
+    /// Serves queued requests the disk starts by `now_ns`: each starts when the one
+    /// before it completes (it waited while the disk was busy).
+    fn advance(&mut self, now_ns: u64) {
+        while self.free_at_ns <= now_ns {
+            let Some(q) = self.queue.pop(self.device.head_key()) else {
+                break;
+            };
+            let s = self.device.service(self.free_at_ns, &q.req);
+            self.busy_ns += s.total_ns + s.background_ns;
+            self.ios += 1;
+            self.free_at_ns += s.total_ns;
+            let mut op = q.first_op;
+            while op != NO_OP {
+                self.done_ns[op as usize] = self.free_at_ns;
+                op = self.queue.next_op(op);
+            }
+        }
+    }
+
+    /// When all of `ops` complete, once the disk has taken them (their ids are then
+    /// given back); else `Err` with the time to look again.
+    fn completion(&mut self, now_ns: u64, ops: &[u32]) -> Result<u64, u64> {
+        self.advance(now_ns);
+        let mut done = 0;
+        for &op in ops {
+            match self.done_ns[op as usize] {
+                QUEUED => return Err(self.free_at_ns),
+                t => done = done.max(t),
+            }
+        }
+        self.spare_ops.extend_from_slice(ops);
+        Ok(done)
+    }
 }
 
 /// A [`Store`] that holds each I/O until its completion time on a disk model.
@@ -122,6 +208,7 @@ pub struct EmulatedStore {
     start: Instant,
     /// Emulated time runs this many times faster than the wall clock.
     speed: f64,
+    /// Busy ns and disk requests so far, mirrored out of the lock for `status`.
     busy_ns: AtomicU64,
     ios: AtomicU64,
 }
@@ -163,10 +250,7 @@ impl EmulatedStore {
         Ok(EmulatedStore {
             inner,
             placement,
-            disk: Mutex::new(Disk {
-                device,
-                free_at_ns: 0,
-            }),
+            disk: Mutex::new(Disk::new(device)),
             start: Instant::now(),
             speed,
             busy_ns: AtomicU64::new(0),
@@ -188,22 +272,34 @@ impl EmulatedStore {
         (self.start.elapsed().as_nanos() as f64 * self.speed) as u64
     }
 
-    /// Serves the disk requests of one I/O on the model, in arrival order, and returns
-    /// the emulated time it completes.
-    fn service(&self, dev: Dev, offset: u64, len: usize, write: bool) -> u64 {
+    /// Queues the disk requests of one I/O on the model, and returns their op ids.
+    fn submit(&self, dev: Dev, offset: u64, len: usize, write: bool) -> Vec<u32> {
         let mut reqs = Vec::with_capacity(2);
         self.placement.map(dev, offset, len, write, &mut reqs);
         let mut disk = self.disk.lock().unwrap_or_else(|e| e.into_inner());
-        let mut t = disk.free_at_ns.max(self.now_ns());
-        for r in &reqs {
-            let s = disk.device.service(t, r);
-            self.busy_ns
-                .fetch_add(s.total_ns + s.background_ns, Relaxed);
-            t += s.total_ns;
+        let ops = disk.submit(self.now_ns(), &reqs);
+        self.publish(&disk);
+        ops
+    }
+
+    /// Holds the caller until its requests `ops` have been served on the model.
+    fn wait_for(&self, ops: &[u32]) {
+        loop {
+            let mut disk = self.disk.lock().unwrap_or_else(|e| e.into_inner());
+            let got = disk.completion(self.now_ns(), ops);
+            self.publish(&disk);
+            drop(disk);
+            match got {
+                Ok(done) => return self.hold_until(done),
+                // The disk takes the next queued request when its current one is done.
+                Err(next) => self.hold_until(next),
+            }
         }
-        disk.free_at_ns = t;
-        self.ios.fetch_add(reqs.len() as u64, Relaxed);
-        t
+    }
+
+    fn publish(&self, disk: &Disk) {
+        self.busy_ns.store(disk.busy_ns, Relaxed);
+        self.ios.store(disk.ios, Relaxed);
     }
 
     /// Writes the model's on-board cache out (what a cache flush makes a disk do),
@@ -211,8 +307,9 @@ impl EmulatedStore {
     fn drain(&self) -> u64 {
         let mut disk = self.disk.lock().unwrap_or_else(|e| e.into_inner());
         let d = disk.device.drain();
-        self.busy_ns.fetch_add(d.busy_ns, Relaxed);
+        disk.busy_ns += d.busy_ns;
         disk.free_at_ns = disk.free_at_ns.max(d.end_ns);
+        self.publish(&disk);
         disk.free_at_ns
     }
 
@@ -227,16 +324,16 @@ impl EmulatedStore {
 
 impl Store for EmulatedStore {
     fn read_at(&self, dev: Dev, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        let done = self.service(dev, offset, buf.len(), false);
-        self.inner.read_at(dev, buf, offset)?;
-        self.hold_until(done);
-        Ok(())
+        let ops = self.submit(dev, offset, buf.len(), false);
+        let read = self.inner.read_at(dev, buf, offset);
+        self.wait_for(&ops);
+        read
     }
     fn write_at(&self, dev: Dev, buf: &[u8], offset: u64) -> io::Result<()> {
-        let done = self.service(dev, offset, buf.len(), true);
-        self.inner.write_at(dev, buf, offset)?;
-        self.hold_until(done);
-        Ok(())
+        let ops = self.submit(dev, offset, buf.len(), true);
+        let written = self.inner.write_at(dev, buf, offset);
+        self.wait_for(&ops);
+        written
     }
     fn sync(&self, dev: Dev) -> io::Result<()> {
         // A durable write needs the disk's cache written out, as a flush makes it do.
@@ -280,5 +377,60 @@ mod tests {
         let got: Vec<(u64, u32)> = out.iter().map(|r| (r.sector, r.sectors)).collect();
         assert_eq!(got, vec![(8, 8), (2100, 8), (996, 4), (1100, 4), (1010, 1)]);
         assert!(out[1].write && !out[0].write);
+    }
+
+    fn model() -> Box<dyn Device> {
+        reblock_device::parse_spec("hdd:wd2500aaks")
+            .unwrap()
+            .members
+            .remove(0)
+    }
+
+    fn read(sector: u64) -> DevRequest {
+        DevRequest {
+            sector,
+            sectors: 8,
+            write: false,
+        }
+    }
+
+    /// Requests that wait while the disk is busy and continue one another are served as
+    /// one disk request, as the simulator's queue serves them; one arriving at an idle
+    /// disk starts at once, and each queued one starts when the one before it is done.
+    #[test]
+    fn contiguous_requests_that_wait_together_are_served_as_one() {
+        let mut disk = Disk::new(model());
+        let first = disk.submit(0, &[read(1_000_000)]);
+        let busy_until = disk.completion(0, &first).unwrap();
+        assert!(busy_until > 1_000_000, "a random read takes milliseconds");
+        let a = disk.submit(10, &[read(2_000_000)]);
+        let b = disk.submit(20, &[read(2_000_008)]);
+        let c = disk.submit(30, &[read(2_000_016)]);
+        assert_eq!(
+            disk.completion(40, &a),
+            Err(busy_until),
+            "a waits for the disk"
+        );
+        let done = disk.completion(u64::MAX / 2, &a).unwrap();
+        assert_eq!(disk.completion(u64::MAX / 2, &b), Ok(done));
+        assert_eq!(disk.completion(u64::MAX / 2, &c), Ok(done));
+        assert_eq!(disk.ios, 2, "three queued reads merged into one");
+        assert!(done > busy_until);
+        // Apart, the same three reads are three disk requests.
+        let mut apart = Disk::new(model());
+        for (i, sector) in [1_000_000, 2_000_000, 2_000_008, 2_000_016]
+            .into_iter()
+            .enumerate()
+        {
+            let t = i as u64 * 1_000_000_000;
+            let ops = apart.submit(t, &[read(sector)]);
+            assert!(
+                apart.completion(t, &ops).is_ok(),
+                "an idle disk starts at once"
+            );
+        }
+        assert_eq!(apart.ios, 4);
+        // Op ids are given back, so the table stays as large as the most ever waiting.
+        assert!(disk.done_ns.len() <= 4 && apart.done_ns.len() == 1);
     }
 }

@@ -344,6 +344,8 @@ pub struct Engine {
     state: Mutex<State>,
     gate: RwLock<()>,
     stripes: Vec<RwLock<()>>,
+    /// Pages foreground reads carried for the running plan, not yet written (copier.rs).
+    carried: copier::Carried,
     commit: Mutex<CommitState>,
     read_only: AtomicBool,
     needs_check: AtomicBool,
@@ -558,6 +560,7 @@ impl Engine {
             }),
             gate: RwLock::new(()),
             stripes: (0..STRIPES).map(|_| RwLock::new(())).collect(),
+            carried: copier::Carried::new(STRIPES),
             commit: Mutex::new(CommitState {
                 sb,
                 durable_copy: loaded.copy,
@@ -854,7 +857,10 @@ impl Engine {
     fn lock_stripe_ids(&self, ids: Vec<usize>) -> Vec<StripeGuard<'_>> {
         ids.into_iter()
             .map(|i| {
-                StripeGuard::Exclusive(self.stripes[i].write().unwrap_or_else(|e| e.into_inner()))
+                let guard = self.stripes[i].write().unwrap_or_else(|e| e.into_inner());
+                // Whoever holds a stripe exclusively may change its pages' bytes.
+                self.carried.touch(i);
+                StripeGuard::Exclusive(guard)
             })
             .collect()
     }

@@ -296,6 +296,11 @@ fn a_page_a_read_carries_is_placed_without_a_second_read() {
     // wider than the copier reads through.)
     let mut buf = vec![0u8; 40 * PAGE];
     e.read_bytes(&mut buf, 310 * PAGE as u64).unwrap();
+    // They are held until the copier's next round writes them with the others.
+    assert_eq!(e.status().piggybacked_pages, 0);
+    assert_eq!(e.indirector().map().lookup(310), None);
+    let before = store.reads.lock().unwrap().len();
+    e.background_tick(true).unwrap();
     let s = e.status();
     assert_eq!(s.piggybacked_pages, 40, "{s:?}");
     let ind = e.indirector();
@@ -305,7 +310,6 @@ fn a_page_a_read_carries_is_placed_without_a_second_read() {
             Some(((i % 2) * 32 + i / 2) as u32)
         );
     }
-    let before = store.reads.lock().unwrap().len();
     run_copier(&e);
     // The copier read its sources in two merged extents that skip the carried pages.
     assert_eq!(store.reads.lock().unwrap().len() - before, 2);
@@ -327,6 +331,78 @@ fn a_page_a_read_carries_is_placed_without_a_second_read() {
     // whatever was committed, and every byte is still right.
     drop(e);
     let e = open(Arc::new(MemStore::new(inner.devices().0, None)));
+    e.indirector().check();
+    check_pages(&e, |_| 0);
+}
+
+/// A write to a carried page between the read that carried it and the copier's round
+/// makes the carried bytes stale: they are dropped (never placed over the new data), the
+/// other carried pages are placed, and every page reads its last write, also after a
+/// crash and after a FLUSH and reopen. Absorbed, the write remaps the page (the map
+/// refuses the stale copy); sent home by the sequential cutoff, it leaves the map as it
+/// was, and only the stripe's write count tells the carried bytes are old.
+#[test]
+fn a_write_after_the_carrying_read_drops_the_stale_carried_page() {
+    for cutoff in [None, Some(0)] {
+        write_after_carrying_read(cutoff);
+    }
+}
+
+fn write_after_carrying_read(sequential_cutoff_bytes: Option<u64>) {
+    let l = layout(false);
+    let inner = Arc::new(fresh_store(&l));
+    let opts = EngineOptions {
+        sequential_cutoff_bytes,
+        ..EngineOptions::default()
+    };
+    let e = Engine::open(inner.clone(), opts).unwrap().0;
+    e.reconfigure(interleaved_plan(300, 64)).unwrap();
+    let mut buf = vec![0u8; 40 * PAGE];
+    e.read_bytes(&mut buf, 310 * PAGE as u64).unwrap();
+    // Write 1 lands on page 320 (carried) while the carried bytes are still write 0's.
+    e.write_bytes(&page_of(1, 320), 320 * PAGE as u64).unwrap();
+    run_copier(&e);
+    let s = e.status();
+    assert_eq!(
+        s.piggybacked_pages, 39,
+        "the runs of untouched stripes are placed, the written page's is not: {s:?}"
+    );
+    let expected = |p: u64| u64::from(p == 320);
+    check_pages(&e, expected);
+    e.indirector().check();
+    // A crash before the FLUSH: the write was never flushed, so either bytes may be read
+    // for page 320; every other page is still write 0's.
+    let crashed = open(Arc::new(MemStore::new(inner.devices().0, None)));
+    crashed.indirector().check();
+    let mut page = vec![0u8; PAGE];
+    for p in (0..DATA_PAGES).filter(|&p| p != 320) {
+        crashed.read_bytes(&mut page, p * PAGE as u64).unwrap();
+        assert!(page == page_of(0, p), "page {p} after a crash");
+    }
+    drop(crashed);
+    e.flush().unwrap();
+    drop(e);
+    let e = open(Arc::new(MemStore::new(inner.devices().0, None)));
+    e.indirector().check();
+    check_pages(&e, expected);
+}
+
+/// Pages carried for a plan that a detach then abandons are never placed: after the
+/// detach and later background rounds the region maps nothing and every page reads its
+/// data from home.
+#[test]
+fn pages_carried_before_a_detach_are_never_placed() {
+    let l = layout(false);
+    let e = open(Arc::new(fresh_store(&l)));
+    e.reconfigure(interleaved_plan(300, 64)).unwrap();
+    let mut buf = vec![0u8; 40 * PAGE];
+    e.read_bytes(&mut buf, 310 * PAGE as u64).unwrap();
+    e.detach().unwrap();
+    for _ in 0..3 {
+        e.background_tick(true).unwrap();
+    }
+    assert_eq!(e.status().piggybacked_pages, 0);
+    assert_eq!(e.indirector().map().len(), 0);
     e.indirector().check();
     check_pages(&e, |_| 0);
 }
