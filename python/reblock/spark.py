@@ -40,6 +40,8 @@ DEFAULT_PAIR_WINDOW = 13
 # Rows per sessionization chunk at most: its range tables take 2 * 8 * log2(rows) bytes
 # a row (about 70 MB at 2^18 rows) in one Python worker.
 MAX_CHUNK_ROWS = 1 << 18
+# A request's order key: its file's rank (in path order) above this bit, its row below.
+FILE_SHIFT = 40
 _UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
              "m": 60_000_000_000, "min": 60_000_000_000,
              "h": 3_600_000_000_000, "d": 86_400_000_000_000}
@@ -198,13 +200,11 @@ def chunk_carries(reqs, window_ns: int) -> Dict[int, Carry]:
     return {c: ends[p] for p, c in after.items()}
 
 
-def _requests(spark, trace, ops):
-    """The requests of ``ops`` of the read Parquet ``trace`` with an order key: file (in
-    path order) << 40 | row within the file, the order reblock reads them in."""
+def _requests(spark, trace, files: List[str]):
+    """Every request of the read Parquet ``trace`` (whose files are ``files``, in path
+    order) with an order key: file rank << 40 | row within the file, the order reblock
+    reads them in."""
     from pyspark.sql import functions as F
-
-    def uri(f: str) -> str:
-        return re.sub(r"^file:/+", "file:/", f)
 
     df = trace.select(
         F.col("_metadata.row_index").alias("row"),
@@ -212,19 +212,119 @@ def _requests(spark, trace, ops):
         F.col("ts_ns").cast("long").alias("ts"), F.col("sector").cast("long").alias("sector"),
         F.col("sectors").cast("long").alias("sectors"), F.col("op").cast("string").alias("op"))
     key = F.col("row")
-    files = sorted({uri(f) for f in trace.inputFiles()})
     if len(files) > 1:
         ranks = spark.createDataFrame(list(enumerate(files)), "rank long, file string")
         df = df.join(F.broadcast(ranks), "file")
-        key = F.shiftleft(F.col("rank"), 40) + key
-    return df.where(F.col("op").isin(*ops)).select(
-        key.cast("long").alias("key"), "ts", "sector", "sectors")
+        key = F.shiftleft(F.col("rank"), FILE_SHIFT) + key
+    return df.select(key.cast("long").alias("key"), "ts", "sector", "sectors", "op")
+
+
+def _trace_files(trace) -> List[str]:
+    """The files of a read trace, in path order (the order of their requests)."""
+    return sorted({re.sub(r"^file:/+", "file:/", f) for f in trace.inputFiles()})
+
+
+class LateRequest(ValueError):
+    """A request further behind one read before it than the reorder window allows:
+    ``reblock pairs`` refuses such a trace (without ``--sort``), and so does the job."""
+
+
+# A run of consecutive order keys: first key, last key, least and greatest time, and how
+# far its latest-coming request is behind the latest one before it within the run.
+Run = Tuple[int, int, int, int, int]
+
+
+def _run_of(keys: np.ndarray, ts: np.ndarray) -> Run:
+    latest = np.maximum.accumulate(ts)
+    behind = int((latest[:-1] - ts[1:]).max(initial=0))
+    return int(keys[0]), int(keys[-1]), int(ts.min()), int(ts.max()), max(behind, 0)
+
+
+def _joined(a: Run, b: Run) -> Run:
+    """Two runs, ``b`` right after ``a``, as one."""
+    return a[0], b[1], min(a[2], b[2]), max(a[3], b[3]), max(a[4], b[4], a[3] - b[2])
+
+
+def _order_runs(reqs) -> List[Run]:
+    """The trace as runs of consecutive keys, each summarized (one pass over the times,
+    no shuffle: a Parquet split is a range of rows)."""
+    import pandas as pd
+
+    def runs(batches):
+        out: List[Run] = []
+        for pdf in batches:
+            pdf = pdf.sort_values("key")
+            keys, ts = pdf["key"].to_numpy(), pdf["ts"].to_numpy()
+            cuts = np.flatnonzero(np.diff(keys) != 1) + 1
+            for k, t in zip(np.split(keys, cuts), np.split(ts, cuts)):
+                if len(k) == 0:
+                    continue
+                run = _run_of(k, t)
+                if out and out[-1][1] + 1 == run[0]:
+                    out[-1] = _joined(out[-1], run)
+                else:
+                    out.append(run)
+        yield pd.DataFrame(out, columns=["first", "last", "lo", "hi", "behind"])
+
+    rows = reqs.select("key", "ts").mapInPandas(
+        runs, "first long, last long, lo long, hi long, behind long").collect()
+    return sorted(tuple(r) for r in rows)
+
+
+def _seconds(ns: int) -> str:
+    return f"{ns // 1_000_000_000}.{ns % 1_000_000_000:09d} s"
+
+
+def _late_request(reqs, run: Run, latest: int, window_ns: int,
+                  files: List[str]) -> LateRequest:
+    """The error for the first request of ``run`` further than the window behind the
+    latest one before it (``latest``: the latest before the run), worded as reblock's."""
+    part = reqs.where(reqs["key"].between(run[0], run[1])).select("key", "ts").toPandas()
+    part = part.sort_values("key")
+    ts = part["ts"].to_numpy()
+    before = np.maximum(latest, np.maximum.accumulate(np.concatenate([[latest], ts[:-1]])))
+    i = int(np.argmax(before - ts > window_ns))
+    key, late, ahead = int(part["key"].iloc[i]), int(ts[i]), int(before[i])
+    path = re.sub(r"^file:", "", files[key >> FILE_SHIFT] if len(files) > 1 else files[0])
+    row = key & ((1 << FILE_SHIFT) - 1)
+    return LateRequest(
+        f"{path}: request {row + 1}: field timestamp: {_seconds(late)} is "
+        f"{_seconds(ahead - late)} before a request already read (at {_seconds(ahead)}), "
+        f"more than the {_seconds(window_ns)} reorder window; pass --sort to sort the whole "
+        "trace, or a wider --reorder-window")
+
+
+def time_order(reqs, window_ns: Optional[int], files: List[str]) -> int:
+    """Checks the order of the requests as reblock's reader does: a request at most
+    ``window_ns`` behind the latest one read before it is put in its place, one further
+    behind is an error (raises :class:`LateRequest`); ``None`` (``--sort``) accepts any.
+    Returns how far behind the latest-coming request was (0: the trace is in order)."""
+    latest, worst = None, 0
+    for run in _order_runs(reqs):
+        behind = run[4] if latest is None else max(run[4], latest - run[2])
+        if window_ns is not None and behind > window_ns:
+            raise _late_request(reqs, run, -1 if latest is None else latest, window_ns,
+                                files)
+        worst = max(worst, behind)
+        latest = run[3] if latest is None else max(latest, run[3])
+    return worst
+
+
+def _in_time_order(reqs, chunks: int):
+    """``reqs`` sorted by time, file order among equal times (reblock's stable order),
+    with the position in that order as ``key`` and a ``chunk`` per range of it: range
+    partitions sorted within, numbered by partition in their upper bits."""
+    from pyspark.sql import functions as F
+
+    ordered = reqs.repartitionByRange(chunks, "ts", "key").sortWithinPartitions("ts", "key")
+    ordered = ordered.withColumn("key", F.monotonically_increasing_id())
+    return ordered.withColumn("chunk", F.shiftright("key", 33))
 
 
 def sessionize(spark, reqs, window_ns: Optional[int], rows: int,
-               partitions: Optional[int] = None, files: int = 1):
+               partitions: Optional[int] = None, files: int = 1, in_order: bool = True):
     """``reqs`` (``rows`` rows in ``files`` files) with each request's session id
-    ``sid``."""
+    ``sid``; not ``in_order``: first put in time order (see :func:`time_order`)."""
     from pyspark.sql import functions as F
 
     if window_ns is None:
@@ -232,12 +332,17 @@ def sessionize(spark, reqs, window_ns: Optional[int], rows: int,
     # Chunks only as small as a worker's memory needs: sessionizing is cheap next to
     # the pairs, and one chunk needs no pass to carry sessions across.
     chunks = max(partitions or 1, -(-rows // MAX_CHUNK_ROWS), 1)
-    chunk_rows = max(1, -(-rows // chunks))
-    reqs = reqs.withColumn("chunk", F.expr(f"key div {chunk_rows}"))
+    if in_order:
+        chunk_rows = max(1, -(-rows // chunks))
+        reqs = reqs.withColumn("chunk", F.expr(f"key div {chunk_rows}"))
+        # Each file's keys begin at a new multiple of 2^40: files are chunks of their own.
+        across = chunks > 1 or files > 1
+    else:
+        reqs = _in_time_order(reqs, chunks)
+        across = chunks > 1
     reqs = reqs.repartition(min(chunks, 4 * spark.sparkContext.defaultParallelism),
                             "chunk").persist()
-    # Each file's keys begin at a new multiple of 2^40, so files are chunks of their own.
-    carries = chunk_carries(reqs, window_ns) if chunks > 1 or files > 1 else {}
+    carries = chunk_carries(reqs, window_ns) if across else {}
 
     def ids(pdf):
         pdf = _sorted_chunk(pdf)
@@ -277,11 +382,24 @@ def frequent_pairs(sessions, block_sectors: int, window: int, support: int):
     return counts.where(F.col("support") >= support)
 
 
+def parse_reorder_window(text: str) -> int:
+    """``--reorder-window``: a duration (``10ms``), or ``0`` for a trace in order."""
+    if text.strip() == "0":
+        return 0
+    try:
+        return parse_session(text.strip())
+    except ValueError:
+        raise ValueError(f"--reorder-window `{text}`: a duration like 10ms, or 0") from None
+
+
 def mined_pairs(spark, path: str, support: int = 1, session: str = "100us",
                 mine: str = "both", block_size: int = 512,
-                window: int = DEFAULT_PAIR_WINDOW, partitions: Optional[int] = None):
+                window: int = DEFAULT_PAIR_WINDOW, partitions: Optional[int] = None,
+                reorder_window: str = "10ms", sort: bool = False):
     """The frequent pairs of the Parquet trace at ``path`` as a pandas DataFrame
-    ``a, b, support`` sorted by a, then b, exactly as ``reblock pairs`` mines them."""
+    ``a, b, support`` sorted by a, then b, exactly as ``reblock pairs`` mines them.
+    Requests out of time order are put in order as reblock's reader does (at most
+    ``reorder_window`` behind, else :class:`LateRequest`; ``sort``: any order)."""
     if support < 1 or window < 1:
         raise ValueError("support and window must be at least 1")
     if block_size < 512 or block_size % 512:
@@ -290,11 +408,19 @@ def mined_pairs(spark, path: str, support: int = 1, session: str = "100us",
     if ops is None:
         raise ValueError(f"--mine `{mine}`: expected reads, writes or both")
     window_ns = parse_session(session)
+    reorder_ns = None if sort else parse_reorder_window(reorder_window)
     trace = spark.read.parquet(path)
+    files = _trace_files(trace)
+    every = _requests(spark, trace, files)
+    behind = time_order(every, reorder_ns, files)
+    if behind:
+        how = "--sort" if sort else f"--reorder-window {reorder_window}"
+        print(f"reblock.spark: note: requests of {path} came after later ones (by up to "
+              f"{behind / 1e6:g} ms) and were put in time order ({how})", file=sys.stderr)
+    reqs = every.where(every["op"].isin(*ops)).drop("op")
     # A Parquet count reads only the footers.
     rows = trace.count() if window_ns is not None else 0
-    sessions = sessionize(spark, _requests(spark, trace, ops), window_ns, rows, partitions,
-                          len(trace.inputFiles()))
+    sessions = sessionize(spark, reqs, window_ns, rows, partitions, len(files), behind == 0)
     counts = frequent_pairs(sessions, block_size // 512, window, support)
     out = counts.toPandas().sort_values(["a", "b"], kind="stable", ignore_index=True)
     spark.catalog.clearCache()
@@ -304,10 +430,12 @@ def mined_pairs(spark, path: str, support: int = 1, session: str = "100us",
 def mine_pairs(spark, path: str, support: int = 1, session: str = "100us",
                mine: str = "both", block_size: int = 512,
                window: int = DEFAULT_PAIR_WINDOW,
-               partitions: Optional[int] = None) -> Dict[str, list]:
+               partitions: Optional[int] = None, reorder_window: str = "10ms",
+               sort: bool = False) -> Dict[str, list]:
     """``{"pairs": [{"a", "b", "support"}, ...]}`` of the Parquet trace at ``path``,
     exactly as ``reblock pairs`` mines them with the same options."""
-    out = mined_pairs(spark, path, support, session, mine, block_size, window, partitions)
+    out = mined_pairs(spark, path, support, session, mine, block_size, window, partitions,
+                      reorder_window, sort)
     return {"pairs": [{"a": a, "b": b, "support": c} for a, b, c in
                       zip(*(out[k].tolist() for k in ("a", "b", "support")))]}
 
@@ -367,20 +495,33 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="cut the trace into at least N chunks of consecutive requests "
                         f"for sessionizing (default: as few as hold at most "
                         f"{MAX_CHUNK_ROWS} requests each)")
+    p.add_argument("--reorder-window", default="10ms", metavar="DURATION",
+                   help="put requests up to this far behind a later one back in time "
+                        "order, as reblock's reader does; one further behind is an error "
+                        "(default 10ms; 0: the trace must be in order)")
+    p.add_argument("--sort", action="store_true",
+                   help="sort the whole trace by time instead (any disorder)")
     p.add_argument("--json", action="store_true",
                    help='print {"pairs": [{"a", "b", "support"}, ...]} as reblock pairs does')
     args = parser.parse_args(argv)
     try:
         parse_session(args.session)  # fail on a bad flag before starting Spark
+        parse_reorder_window(args.reorder_window)
     except ValueError as e:
         parser.error(str(e))
+    if args.sort and args.reorder_window != "10ms":
+        parser.error("--sort cannot be used with --reorder-window")
     if args.partitions is not None and args.partitions < 1:
         parser.error(f"--partitions {args.partitions}: must be at least 1")
 
     spark = _session(args.master)
     try:
         out = mined_pairs(spark, args.trace, args.support, args.session, args.mine,
-                          args.block_size, args.window, args.partitions)
+                          args.block_size, args.window, args.partitions,
+                          args.reorder_window, args.sort)
+    except LateRequest as e:
+        print(f"reblock.spark: error: {e}", file=sys.stderr)
+        return 1
     finally:
         spark.stop()
     if args.json:
