@@ -11,7 +11,11 @@ Needs pyspark (``pip install ./python[spark]``) and a Parquet trace (``reblock c
 writes one; any file with the columns ts_ns, sector, sectors, op works; a directory of
 files is read as their concatenation in path order).
 
-How it stays exact and parallel. A session holds the requests arriving within the window
+How it stays exact and parallel. First the order: one pass summarizes runs of rows
+(least and greatest time, the latest-coming request), which tells whether the trace is
+in time order and, as reblock's reader, refuses a request further behind than the
+reorder window; a trace out of order is sorted by (time, file order) into ranges of time.
+A session holds the requests arriving within the window
 of its *first* request, so where a session starts depends on where the one before
 started: a recurrence, not a gap rule that a window function could express. The requests
 are cut into chunks of consecutive rows; within a chunk, every request's successor
@@ -20,10 +24,11 @@ maxima of the times), and the starts reachable from the chunk's first request ar
 by pointer doubling: numpy over the whole chunk, no loop over requests. The session open
 at a chunk's end is carried into the next chunk: each chunk's end is computed from the
 chunk alone, and recomputed in parallel with its predecessor's end only when it can
-depend on it (no gap of a window in the chunk) until nothing changes. The pairs are then DataFrame operations:
-blocks exploded from requests, each block's first request in its session, the next
-``window`` blocks by ``lead`` over the session ordered by first request, and a count per
-pair.
+depend on it (no gap of a window in the chunk) until nothing changes. The pairs: each
+session's requests are brought together in order (hash partitioned by session, sorted
+within), and numpy counts the pairs of whole sessions in steps (blocks exploded, each
+session's distinct blocks in first-requested order, each paired with the next
+``window``); Spark sums the counts across the cluster.
 """
 
 from __future__ import annotations
@@ -355,31 +360,100 @@ def sessionize(spark, reqs, window_ns: Optional[int], rows: int,
         ids, "key long, sector long, sectors long, sid long")
 
 
+# Blocks one numpy step of the pair counting explodes at most (a session larger than
+# this is one step of its own): about 16 bytes x (1 + 2 x window) each.
+MAX_STEP_BLOCKS = 1 << 18
+
+
+def session_pair_counts(sid: np.ndarray, sector: np.ndarray, sectors: np.ndarray,
+                        block_sectors: int, window: int):
+    """The pairs of whole sessions (rows sorted by session, then by order key) counted
+    as reblock's PairCounts counts them: each session's distinct blocks in the order
+    first requested, each paired with the next ``window``; a pandas DataFrame ``a, b, n``
+    (a < b, n sessions)."""
+    import pandas as pd
+
+    first = sector // block_sectors
+    per_row = (sector + np.maximum(sectors, 1) - 1) // block_sectors - first + 1
+    rows = np.repeat(np.arange(len(sid)), per_row)
+    blocks = first[rows] + (np.arange(len(rows)) - np.repeat(np.cumsum(per_row) - per_row,
+                                                             per_row))
+    sids = sid[rows]
+    # A block's first place in its session: the stable sort keeps request order among
+    # equal (session, block).
+    order = np.lexsort((blocks, sids))
+    s, b = sids[order], blocks[order]
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (s[1:] != s[:-1]) | (b[1:] != b[:-1])
+    keep = np.zeros(len(order), dtype=bool)
+    keep[order[new]] = True
+    blocks, sids = blocks[keep], sids[keep]
+    xs, ys = [], []
+    for d in range(1, min(window, len(blocks) - 1) + 1):
+        same = sids[d:] == sids[:-d]
+        x, y = blocks[:-d][same], blocks[d:][same]
+        xs.append(np.minimum(x, y))
+        ys.append(np.maximum(x, y))
+    if not xs:
+        return pd.DataFrame({"a": [], "b": [], "n": []}, dtype=np.int64)
+    pairs = pd.DataFrame({"a": np.concatenate(xs), "b": np.concatenate(ys)})
+    return pairs.groupby(["a", "b"], sort=False).size().reset_index(name="n")
+
+
+def _steps(sid: np.ndarray, blocks_per_row: np.ndarray):
+    """Row ranges of whole sessions (rows sorted by session) holding at most
+    MAX_STEP_BLOCKS blocks each, or one session each when it alone holds more."""
+    n = len(sid)
+    starts = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
+    before = np.r_[0, np.cumsum(blocks_per_row)]  # blocks before each row
+    at_starts = before[starts]
+    i = 0  # index in starts of the step's first session
+    while i < len(starts):
+        j = int(np.searchsorted(at_starts, at_starts[i] + MAX_STEP_BLOCKS, side="right"))
+        j = max(j, i + 1)  # the sessions starts[i:j]
+        yield int(starts[i]), int(starts[j]) if j < len(starts) else n
+        i = j
+
+
 def frequent_pairs(sessions, block_sectors: int, window: int, support: int):
     """DataFrame ``a, b, support`` of the pairs of blocks (a < b) sharing at least
-    ``support`` sessions: each session's distinct blocks in the order first requested,
-    each paired with the next ``window``, as reblock's PairCounts."""
-    from pyspark.sql import Window
+    ``support`` sessions, as reblock's PairCounts: each session's requests brought
+    together in order, its pairs counted with numpy (:func:`session_pair_counts`) in
+    steps of whole sessions, the counts summed across the cluster."""
+    import pandas as pd
     from pyspark.sql import functions as F
 
-    first = F.expr(f"sector div {block_sectors}")
-    last = F.expr(f"(sector + greatest(sectors, 1) - 1) div {block_sectors}")
+    def counts(batches):
+        held = None
+        for pdf in batches:
+            pdf = pdf if held is None else pd.concat([held, pdf], ignore_index=True)
+            if pdf.empty:
+                continue
+            sid = pdf["sid"].to_numpy()
+            # The last session may go on in the next batch: held back until then.
+            cut = int(np.searchsorted(sid, sid[-1], side="left"))
+            held = pdf.iloc[cut:]
+            yield from _counted(pdf.iloc[:cut])
+        if held is not None:
+            yield from _counted(held)
+
+    def _counted(pdf):
+        sid, sector = pdf["sid"].to_numpy(), pdf["sector"].to_numpy()
+        sectors = pdf["sectors"].to_numpy()
+        first = sector // block_sectors
+        per_row = (sector + np.maximum(sectors, 1) - 1) // block_sectors - first + 1
+        for begin, end in _steps(sid, per_row):
+            yield session_pair_counts(sid[begin:end], sector[begin:end],
+                                      sectors[begin:end], block_sectors, window)
+
     # An explicit partition count: adaptive execution would otherwise coalesce the few
-    # requests into one task, and the blocks and pairs they explode into with them.
+    # requests into one task, and the pair work with them.
     parts = int(sessions.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    blocks = sessions.repartition(parts, "sid").select(
-        "sid", "key", F.explode(F.sequence(first, last)).alias("block"))
-    # A request's blocks ascend, so a block's first place in its session is its first
-    # request, then the block itself: (min key, block) orders the session's distinct
-    # blocks as first requested.
-    firsts = blocks.groupBy("sid", "block").agg(F.min("key").alias("at"))
-    order = Window.partitionBy("sid").orderBy("at", "block")
-    nexts = F.array(*[F.lead("block", d).over(order) for d in range(1, window + 1)])
-    pairs = (firsts.select(F.col("block").alias("x"), nexts.alias("ys"))
-             .select("x", F.explode("ys").alias("y")).where(F.col("y").isNotNull()))
-    counts = pairs.groupBy(F.least("x", "y").alias("a"), F.greatest("x", "y").alias("b")) \
-        .agg(F.count(F.lit(1)).alias("support"))
-    return counts.where(F.col("support") >= support)
+    together = sessions.repartition(parts, "sid").sortWithinPartitions("sid", "key")
+    pairs = together.select("sid", "sector", "sectors").mapInPandas(
+        counts, "a long, b long, n long")
+    totals = pairs.groupBy("a", "b").agg(F.sum("n").alias("support"))
+    return totals.where(F.col("support") >= support)
 
 
 def parse_reorder_window(text: str) -> int:
