@@ -11,7 +11,11 @@ Needs pyspark (``pip install ./python[spark]``) and a Parquet trace (``reblock c
 writes one; any file with the columns ts_ns, sector, sectors, op works; a directory of
 files is read as their concatenation in path order).
 
-How it stays exact and parallel. A session holds the requests arriving within the window
+How it stays exact and parallel. First the order: one pass summarizes runs of rows
+(least and greatest time, the latest-coming request), which tells whether the trace is
+in time order and, as reblock's reader, refuses a request further behind than the
+reorder window; a trace out of order is sorted by (time, file order) into ranges of time.
+A session holds the requests arriving within the window
 of its *first* request, so where a session starts depends on where the one before
 started: a recurrence, not a gap rule that a window function could express. The requests
 are cut into chunks of consecutive rows; within a chunk, every request's successor
@@ -20,10 +24,11 @@ maxima of the times), and the starts reachable from the chunk's first request ar
 by pointer doubling: numpy over the whole chunk, no loop over requests. The session open
 at a chunk's end is carried into the next chunk: each chunk's end is computed from the
 chunk alone, and recomputed in parallel with its predecessor's end only when it can
-depend on it (no gap of a window in the chunk) until nothing changes. The pairs are then DataFrame operations:
-blocks exploded from requests, each block's first request in its session, the next
-``window`` blocks by ``lead`` over the session ordered by first request, and a count per
-pair.
+depend on it (no gap of a window in the chunk) until nothing changes. The pairs: each
+session's requests are brought together in order (hash partitioned by session, sorted
+within), and numpy counts the pairs of whole sessions in steps (blocks exploded, each
+session's distinct blocks in first-requested order, each paired with the next
+``window``); Spark sums the counts across the cluster.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ DEFAULT_PAIR_WINDOW = 13
 # Rows per sessionization chunk at most: its range tables take 2 * 8 * log2(rows) bytes
 # a row (about 70 MB at 2^18 rows) in one Python worker.
 MAX_CHUNK_ROWS = 1 << 18
+# A request's order key: its file's rank (in path order) above this bit, its row below.
+FILE_SHIFT = 40
 _UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
              "m": 60_000_000_000, "min": 60_000_000_000,
              "h": 3_600_000_000_000, "d": 86_400_000_000_000}
@@ -198,13 +205,11 @@ def chunk_carries(reqs, window_ns: int) -> Dict[int, Carry]:
     return {c: ends[p] for p, c in after.items()}
 
 
-def _requests(spark, trace, ops):
-    """The requests of ``ops`` of the read Parquet ``trace`` with an order key: file (in
-    path order) << 40 | row within the file, the order reblock reads them in."""
+def _requests(spark, trace, files: List[str]):
+    """Every request of the read Parquet ``trace`` (whose files are ``files``, in path
+    order) with an order key: file rank << 40 | row within the file, the order reblock
+    reads them in."""
     from pyspark.sql import functions as F
-
-    def uri(f: str) -> str:
-        return re.sub(r"^file:/+", "file:/", f)
 
     df = trace.select(
         F.col("_metadata.row_index").alias("row"),
@@ -212,19 +217,119 @@ def _requests(spark, trace, ops):
         F.col("ts_ns").cast("long").alias("ts"), F.col("sector").cast("long").alias("sector"),
         F.col("sectors").cast("long").alias("sectors"), F.col("op").cast("string").alias("op"))
     key = F.col("row")
-    files = sorted({uri(f) for f in trace.inputFiles()})
     if len(files) > 1:
         ranks = spark.createDataFrame(list(enumerate(files)), "rank long, file string")
         df = df.join(F.broadcast(ranks), "file")
-        key = F.shiftleft(F.col("rank"), 40) + key
-    return df.where(F.col("op").isin(*ops)).select(
-        key.cast("long").alias("key"), "ts", "sector", "sectors")
+        key = F.shiftleft(F.col("rank"), FILE_SHIFT) + key
+    return df.select(key.cast("long").alias("key"), "ts", "sector", "sectors", "op")
+
+
+def _trace_files(trace) -> List[str]:
+    """The files of a read trace, in path order (the order of their requests)."""
+    return sorted({re.sub(r"^file:/+", "file:/", f) for f in trace.inputFiles()})
+
+
+class LateRequest(ValueError):
+    """A request further behind one read before it than the reorder window allows:
+    ``reblock pairs`` refuses such a trace (without ``--sort``), and so does the job."""
+
+
+# A run of consecutive order keys: first key, last key, least and greatest time, and how
+# far its latest-coming request is behind the latest one before it within the run.
+Run = Tuple[int, int, int, int, int]
+
+
+def _run_of(keys: np.ndarray, ts: np.ndarray) -> Run:
+    latest = np.maximum.accumulate(ts)
+    behind = int((latest[:-1] - ts[1:]).max(initial=0))
+    return int(keys[0]), int(keys[-1]), int(ts.min()), int(ts.max()), max(behind, 0)
+
+
+def _joined(a: Run, b: Run) -> Run:
+    """Two runs, ``b`` right after ``a``, as one."""
+    return a[0], b[1], min(a[2], b[2]), max(a[3], b[3]), max(a[4], b[4], a[3] - b[2])
+
+
+def _order_runs(reqs) -> List[Run]:
+    """The trace as runs of consecutive keys, each summarized (one pass over the times,
+    no shuffle: a Parquet split is a range of rows)."""
+    import pandas as pd
+
+    def runs(batches):
+        out: List[Run] = []
+        for pdf in batches:
+            pdf = pdf.sort_values("key")
+            keys, ts = pdf["key"].to_numpy(), pdf["ts"].to_numpy()
+            cuts = np.flatnonzero(np.diff(keys) != 1) + 1
+            for k, t in zip(np.split(keys, cuts), np.split(ts, cuts)):
+                if len(k) == 0:
+                    continue
+                run = _run_of(k, t)
+                if out and out[-1][1] + 1 == run[0]:
+                    out[-1] = _joined(out[-1], run)
+                else:
+                    out.append(run)
+        yield pd.DataFrame(out, columns=["first", "last", "lo", "hi", "behind"])
+
+    rows = reqs.select("key", "ts").mapInPandas(
+        runs, "first long, last long, lo long, hi long, behind long").collect()
+    return sorted(tuple(r) for r in rows)
+
+
+def _seconds(ns: int) -> str:
+    return f"{ns // 1_000_000_000}.{ns % 1_000_000_000:09d} s"
+
+
+def _late_request(reqs, run: Run, latest: int, window_ns: int,
+                  files: List[str]) -> LateRequest:
+    """The error for the first request of ``run`` further than the window behind the
+    latest one before it (``latest``: the latest before the run), worded as reblock's."""
+    part = reqs.where(reqs["key"].between(run[0], run[1])).select("key", "ts").toPandas()
+    part = part.sort_values("key")
+    ts = part["ts"].to_numpy()
+    before = np.maximum(latest, np.maximum.accumulate(np.concatenate([[latest], ts[:-1]])))
+    i = int(np.argmax(before - ts > window_ns))
+    key, late, ahead = int(part["key"].iloc[i]), int(ts[i]), int(before[i])
+    path = re.sub(r"^file:", "", files[key >> FILE_SHIFT] if len(files) > 1 else files[0])
+    row = key & ((1 << FILE_SHIFT) - 1)
+    return LateRequest(
+        f"{path}: request {row + 1}: field timestamp: {_seconds(late)} is "
+        f"{_seconds(ahead - late)} before a request already read (at {_seconds(ahead)}), "
+        f"more than the {_seconds(window_ns)} reorder window; pass --sort to sort the whole "
+        "trace, or a wider --reorder-window")
+
+
+def time_order(reqs, window_ns: Optional[int], files: List[str]) -> int:
+    """Checks the order of the requests as reblock's reader does: a request at most
+    ``window_ns`` behind the latest one read before it is put in its place, one further
+    behind is an error (raises :class:`LateRequest`); ``None`` (``--sort``) accepts any.
+    Returns how far behind the latest-coming request was (0: the trace is in order)."""
+    latest, worst = None, 0
+    for run in _order_runs(reqs):
+        behind = run[4] if latest is None else max(run[4], latest - run[2])
+        if window_ns is not None and behind > window_ns:
+            raise _late_request(reqs, run, -1 if latest is None else latest, window_ns,
+                                files)
+        worst = max(worst, behind)
+        latest = run[3] if latest is None else max(latest, run[3])
+    return worst
+
+
+def _in_time_order(reqs, chunks: int):
+    """``reqs`` sorted by time, file order among equal times (reblock's stable order),
+    with the position in that order as ``key`` and a ``chunk`` per range of it: range
+    partitions sorted within, numbered by partition in their upper bits."""
+    from pyspark.sql import functions as F
+
+    ordered = reqs.repartitionByRange(chunks, "ts", "key").sortWithinPartitions("ts", "key")
+    ordered = ordered.withColumn("key", F.monotonically_increasing_id())
+    return ordered.withColumn("chunk", F.shiftright("key", 33))
 
 
 def sessionize(spark, reqs, window_ns: Optional[int], rows: int,
-               partitions: Optional[int] = None, files: int = 1):
+               partitions: Optional[int] = None, files: int = 1, in_order: bool = True):
     """``reqs`` (``rows`` rows in ``files`` files) with each request's session id
-    ``sid``."""
+    ``sid``; not ``in_order``: first put in time order (see :func:`time_order`)."""
     from pyspark.sql import functions as F
 
     if window_ns is None:
@@ -232,12 +337,17 @@ def sessionize(spark, reqs, window_ns: Optional[int], rows: int,
     # Chunks only as small as a worker's memory needs: sessionizing is cheap next to
     # the pairs, and one chunk needs no pass to carry sessions across.
     chunks = max(partitions or 1, -(-rows // MAX_CHUNK_ROWS), 1)
-    chunk_rows = max(1, -(-rows // chunks))
-    reqs = reqs.withColumn("chunk", F.expr(f"key div {chunk_rows}"))
+    if in_order:
+        chunk_rows = max(1, -(-rows // chunks))
+        reqs = reqs.withColumn("chunk", F.expr(f"key div {chunk_rows}"))
+        # Each file's keys begin at a new multiple of 2^40: files are chunks of their own.
+        across = chunks > 1 or files > 1
+    else:
+        reqs = _in_time_order(reqs, chunks)
+        across = chunks > 1
     reqs = reqs.repartition(min(chunks, 4 * spark.sparkContext.defaultParallelism),
                             "chunk").persist()
-    # Each file's keys begin at a new multiple of 2^40, so files are chunks of their own.
-    carries = chunk_carries(reqs, window_ns) if chunks > 1 or files > 1 else {}
+    carries = chunk_carries(reqs, window_ns) if across else {}
 
     def ids(pdf):
         pdf = _sorted_chunk(pdf)
@@ -250,38 +360,120 @@ def sessionize(spark, reqs, window_ns: Optional[int], rows: int,
         ids, "key long, sector long, sectors long, sid long")
 
 
+# Blocks one numpy step of the pair counting explodes at most (a session larger than
+# this is one step of its own): about 16 bytes x (1 + 2 x window) each.
+MAX_STEP_BLOCKS = 1 << 18
+
+
+def session_pair_counts(sid: np.ndarray, sector: np.ndarray, sectors: np.ndarray,
+                        block_sectors: int, window: int):
+    """The pairs of whole sessions (rows sorted by session, then by order key) counted
+    as reblock's PairCounts counts them: each session's distinct blocks in the order
+    first requested, each paired with the next ``window``; a pandas DataFrame ``a, b, n``
+    (a < b, n sessions)."""
+    import pandas as pd
+
+    first = sector // block_sectors
+    per_row = (sector + np.maximum(sectors, 1) - 1) // block_sectors - first + 1
+    rows = np.repeat(np.arange(len(sid)), per_row)
+    blocks = first[rows] + (np.arange(len(rows)) - np.repeat(np.cumsum(per_row) - per_row,
+                                                             per_row))
+    sids = sid[rows]
+    # A block's first place in its session: the stable sort keeps request order among
+    # equal (session, block).
+    order = np.lexsort((blocks, sids))
+    s, b = sids[order], blocks[order]
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (s[1:] != s[:-1]) | (b[1:] != b[:-1])
+    keep = np.zeros(len(order), dtype=bool)
+    keep[order[new]] = True
+    blocks, sids = blocks[keep], sids[keep]
+    xs, ys = [], []
+    for d in range(1, min(window, len(blocks) - 1) + 1):
+        same = sids[d:] == sids[:-d]
+        x, y = blocks[:-d][same], blocks[d:][same]
+        xs.append(np.minimum(x, y))
+        ys.append(np.maximum(x, y))
+    if not xs:
+        return pd.DataFrame({"a": [], "b": [], "n": []}, dtype=np.int64)
+    pairs = pd.DataFrame({"a": np.concatenate(xs), "b": np.concatenate(ys)})
+    return pairs.groupby(["a", "b"], sort=False).size().reset_index(name="n")
+
+
+def _steps(sid: np.ndarray, blocks_per_row: np.ndarray):
+    """Row ranges of whole sessions (rows sorted by session) holding at most
+    MAX_STEP_BLOCKS blocks each, or one session each when it alone holds more."""
+    n = len(sid)
+    starts = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
+    before = np.r_[0, np.cumsum(blocks_per_row)]  # blocks before each row
+    at_starts = before[starts]
+    i = 0  # index in starts of the step's first session
+    while i < len(starts):
+        j = int(np.searchsorted(at_starts, at_starts[i] + MAX_STEP_BLOCKS, side="right"))
+        j = max(j, i + 1)  # the sessions starts[i:j]
+        yield int(starts[i]), int(starts[j]) if j < len(starts) else n
+        i = j
+
+
 def frequent_pairs(sessions, block_sectors: int, window: int, support: int):
     """DataFrame ``a, b, support`` of the pairs of blocks (a < b) sharing at least
-    ``support`` sessions: each session's distinct blocks in the order first requested,
-    each paired with the next ``window``, as reblock's PairCounts."""
-    from pyspark.sql import Window
+    ``support`` sessions, as reblock's PairCounts: each session's requests brought
+    together in order, its pairs counted with numpy (:func:`session_pair_counts`) in
+    steps of whole sessions, the counts summed across the cluster."""
+    import pandas as pd
     from pyspark.sql import functions as F
 
-    first = F.expr(f"sector div {block_sectors}")
-    last = F.expr(f"(sector + greatest(sectors, 1) - 1) div {block_sectors}")
+    def counts(batches):
+        held = None
+        for pdf in batches:
+            pdf = pdf if held is None else pd.concat([held, pdf], ignore_index=True)
+            if pdf.empty:
+                continue
+            sid = pdf["sid"].to_numpy()
+            # The last session may go on in the next batch: held back until then.
+            cut = int(np.searchsorted(sid, sid[-1], side="left"))
+            held = pdf.iloc[cut:]
+            yield from _counted(pdf.iloc[:cut])
+        if held is not None:
+            yield from _counted(held)
+
+    def _counted(pdf):
+        sid, sector = pdf["sid"].to_numpy(), pdf["sector"].to_numpy()
+        sectors = pdf["sectors"].to_numpy()
+        first = sector // block_sectors
+        per_row = (sector + np.maximum(sectors, 1) - 1) // block_sectors - first + 1
+        for begin, end in _steps(sid, per_row):
+            yield session_pair_counts(sid[begin:end], sector[begin:end],
+                                      sectors[begin:end], block_sectors, window)
+
     # An explicit partition count: adaptive execution would otherwise coalesce the few
-    # requests into one task, and the blocks and pairs they explode into with them.
+    # requests into one task, and the pair work with them.
     parts = int(sessions.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    blocks = sessions.repartition(parts, "sid").select(
-        "sid", "key", F.explode(F.sequence(first, last)).alias("block"))
-    # A request's blocks ascend, so a block's first place in its session is its first
-    # request, then the block itself: (min key, block) orders the session's distinct
-    # blocks as first requested.
-    firsts = blocks.groupBy("sid", "block").agg(F.min("key").alias("at"))
-    order = Window.partitionBy("sid").orderBy("at", "block")
-    nexts = F.array(*[F.lead("block", d).over(order) for d in range(1, window + 1)])
-    pairs = (firsts.select(F.col("block").alias("x"), nexts.alias("ys"))
-             .select("x", F.explode("ys").alias("y")).where(F.col("y").isNotNull()))
-    counts = pairs.groupBy(F.least("x", "y").alias("a"), F.greatest("x", "y").alias("b")) \
-        .agg(F.count(F.lit(1)).alias("support"))
-    return counts.where(F.col("support") >= support)
+    together = sessions.repartition(parts, "sid").sortWithinPartitions("sid", "key")
+    pairs = together.select("sid", "sector", "sectors").mapInPandas(
+        counts, "a long, b long, n long")
+    totals = pairs.groupBy("a", "b").agg(F.sum("n").alias("support"))
+    return totals.where(F.col("support") >= support)
+
+
+def parse_reorder_window(text: str) -> int:
+    """``--reorder-window``: a duration (``10ms``), or ``0`` for a trace in order."""
+    if text.strip() == "0":
+        return 0
+    try:
+        return parse_session(text.strip())
+    except ValueError:
+        raise ValueError(f"--reorder-window `{text}`: a duration like 10ms, or 0") from None
 
 
 def mined_pairs(spark, path: str, support: int = 1, session: str = "100us",
                 mine: str = "both", block_size: int = 512,
-                window: int = DEFAULT_PAIR_WINDOW, partitions: Optional[int] = None):
+                window: int = DEFAULT_PAIR_WINDOW, partitions: Optional[int] = None,
+                reorder_window: str = "10ms", sort: bool = False):
     """The frequent pairs of the Parquet trace at ``path`` as a pandas DataFrame
-    ``a, b, support`` sorted by a, then b, exactly as ``reblock pairs`` mines them."""
+    ``a, b, support`` sorted by a, then b, exactly as ``reblock pairs`` mines them.
+    Requests out of time order are put in order as reblock's reader does (at most
+    ``reorder_window`` behind, else :class:`LateRequest`; ``sort``: any order)."""
     if support < 1 or window < 1:
         raise ValueError("support and window must be at least 1")
     if block_size < 512 or block_size % 512:
@@ -290,11 +482,19 @@ def mined_pairs(spark, path: str, support: int = 1, session: str = "100us",
     if ops is None:
         raise ValueError(f"--mine `{mine}`: expected reads, writes or both")
     window_ns = parse_session(session)
+    reorder_ns = None if sort else parse_reorder_window(reorder_window)
     trace = spark.read.parquet(path)
+    files = _trace_files(trace)
+    every = _requests(spark, trace, files)
+    behind = time_order(every, reorder_ns, files)
+    if behind:
+        how = "--sort" if sort else f"--reorder-window {reorder_window}"
+        print(f"reblock.spark: note: requests of {path} came after later ones (by up to "
+              f"{behind / 1e6:g} ms) and were put in time order ({how})", file=sys.stderr)
+    reqs = every.where(every["op"].isin(*ops)).drop("op")
     # A Parquet count reads only the footers.
     rows = trace.count() if window_ns is not None else 0
-    sessions = sessionize(spark, _requests(spark, trace, ops), window_ns, rows, partitions,
-                          len(trace.inputFiles()))
+    sessions = sessionize(spark, reqs, window_ns, rows, partitions, len(files), behind == 0)
     counts = frequent_pairs(sessions, block_size // 512, window, support)
     out = counts.toPandas().sort_values(["a", "b"], kind="stable", ignore_index=True)
     spark.catalog.clearCache()
@@ -304,10 +504,12 @@ def mined_pairs(spark, path: str, support: int = 1, session: str = "100us",
 def mine_pairs(spark, path: str, support: int = 1, session: str = "100us",
                mine: str = "both", block_size: int = 512,
                window: int = DEFAULT_PAIR_WINDOW,
-               partitions: Optional[int] = None) -> Dict[str, list]:
+               partitions: Optional[int] = None, reorder_window: str = "10ms",
+               sort: bool = False) -> Dict[str, list]:
     """``{"pairs": [{"a", "b", "support"}, ...]}`` of the Parquet trace at ``path``,
     exactly as ``reblock pairs`` mines them with the same options."""
-    out = mined_pairs(spark, path, support, session, mine, block_size, window, partitions)
+    out = mined_pairs(spark, path, support, session, mine, block_size, window, partitions,
+                      reorder_window, sort)
     return {"pairs": [{"a": a, "b": b, "support": c} for a, b, c in
                       zip(*(out[k].tolist() for k in ("a", "b", "support")))]}
 
@@ -367,20 +569,33 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="cut the trace into at least N chunks of consecutive requests "
                         f"for sessionizing (default: as few as hold at most "
                         f"{MAX_CHUNK_ROWS} requests each)")
+    p.add_argument("--reorder-window", default="10ms", metavar="DURATION",
+                   help="put requests up to this far behind a later one back in time "
+                        "order, as reblock's reader does; one further behind is an error "
+                        "(default 10ms; 0: the trace must be in order)")
+    p.add_argument("--sort", action="store_true",
+                   help="sort the whole trace by time instead (any disorder)")
     p.add_argument("--json", action="store_true",
                    help='print {"pairs": [{"a", "b", "support"}, ...]} as reblock pairs does')
     args = parser.parse_args(argv)
     try:
         parse_session(args.session)  # fail on a bad flag before starting Spark
+        parse_reorder_window(args.reorder_window)
     except ValueError as e:
         parser.error(str(e))
+    if args.sort and args.reorder_window != "10ms":
+        parser.error("--sort cannot be used with --reorder-window")
     if args.partitions is not None and args.partitions < 1:
         parser.error(f"--partitions {args.partitions}: must be at least 1")
 
     spark = _session(args.master)
     try:
         out = mined_pairs(spark, args.trace, args.support, args.session, args.mine,
-                          args.block_size, args.window, args.partitions)
+                          args.block_size, args.window, args.partitions,
+                          args.reorder_window, args.sort)
+    except LateRequest as e:
+        print(f"reblock.spark: error: {e}", file=sys.stderr)
+        return 1
     finally:
         spark.stop()
     if args.json:

@@ -87,9 +87,8 @@ def test_whole_requests_with_large_blocks(spark, kernel_parquet):
 
 
 def several_devices(n: int) -> pa.Table:
-    """Two devices' requests interleaved, written as polars would (Int64, large
-    strings). In time order: reblock's reader puts requests that arrive out of order
-    back in order (its reorder window), which the Spark job does not do yet."""
+    """Two devices' requests interleaved, in time order, written as polars would (Int64,
+    large strings)."""
     rng = np.random.default_rng(15)
     ts = np.cumsum(rng.exponential(60_000, n).astype(np.int64))
     hot = rng.integers(0, 2_000, n) * 8
@@ -118,3 +117,60 @@ def test_several_devices_in_a_directory_of_files(spark, tmp_path):
                          "--block-size", "4096")
         assert got == want, f"support {support}"
         assert len(json.loads(want)["pairs"]) > 100
+
+
+def as_per_cpu_buffers(table: pa.Table, slot_ns: int) -> pa.Table:
+    """A trace as blkparse's per-CPU buffers deliver it: requests split over two CPUs by
+    process, each CPU's requests of every ``slot_ns`` of trace time written together (CPU
+    0 first), so a request comes up to a slot after later ones; written as pandas would
+    (Int64 times and sectors, large strings)."""
+    ts = table["ts_ns"].to_numpy().astype(np.int64)
+    cpu = table["pid"].to_numpy() % 2
+    order = np.lexsort((np.arange(len(ts)), cpu, (ts - ts[0]) // slot_ns))
+    out = table.take(pa.array(order))
+    return out.cast(pa.schema([
+        pa.field(f.name, pa.int64() if f.name in ("ts_ns", "sector") else
+                 pa.large_string() if pa.types.is_string(f.type) else f.type)
+        for f in out.schema]))
+
+
+def cli_run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([reblock_binary(), *args], capture_output=True, text=True)
+
+
+def test_requests_out_of_time_order_are_put_in_order_as_reblock_does(
+        spark, kernel_parquet, tmp_path):
+    # The real kernel capture merged from per-CPU buffers, 1 ms slots: hundreds of
+    # requests come after later ones (some with equal times: file order breaks the tie).
+    merged = tmp_path / "merged.parquet"
+    pq.write_table(as_per_cpu_buffers(pq.read_table(kernel_parquet), 1_000_000), merged)
+    options = ("--support", "2", "--block-size", "4096")
+    cli = cli_run("pairs", str(merged), *options, "--json")
+    assert cli.returncode == 0, cli.stderr
+    assert "put in time order" in cli.stderr
+    assert cli.stdout.strip() != cli_pairs(kernel_parquet, *options)
+    # Cut into 5 ranges of time, sessions carried across them.
+    got = mined(spark, merged, support=2, block_size=4096, partitions=5)
+    assert got == cli.stdout.strip()
+    assert len(json.loads(got)["pairs"]) > 1000
+    # `reblock convert` writes the requests in the order it read them: in time order.
+    converted = tmp_path / "converted.parquet"
+    assert cli_run("convert", str(merged), str(converted)).returncode == 0
+    assert cli_pairs(converted, *options) == got
+
+
+def test_a_request_later_than_the_reorder_window_is_refused_unless_sorted(spark, tmp_path):
+    table = several_devices(3_000)
+    ts = table["ts_ns"].to_numpy().copy()
+    ts[2_000] -= 30_000_000  # 30 ms before the request ahead of it
+    late = tmp_path / "late.parquet"
+    pq.write_table(table.set_column(0, "ts_ns", pa.array(ts)), late)
+    cli = cli_run("pairs", str(late), "--json")
+    assert cli.returncode != 0 and "request 2001:" in cli.stderr, cli.stderr
+    with pytest.raises(job.LateRequest, match="request 2001: field timestamp") as e:
+        mined(spark, late)
+    assert "more than the 0.010000000 s reorder window" in str(e.value)
+    # A 50 ms window admits it; sorting admits any order.
+    for spark_opts, cli_opts in [({"reorder_window": "50ms"}, ("--reorder-window", "50ms")),
+                                 ({"sort": True}, ("--sort",))]:
+        assert mined(spark, late, partitions=3, **spark_opts) == cli_pairs(late, *cli_opts)

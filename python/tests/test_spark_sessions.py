@@ -92,3 +92,46 @@ def test_a_window_long_gap_fixes_a_chunks_end_whatever_the_carry():
         assert session_ids(ts, keys, 100, carry)[1] == (2, 150)
     assert not end_is_fixed(np.array([0, 60, 120, 180], dtype=np.int64), 100)
     assert not end_is_fixed(np.array([7], dtype=np.int64), 100)
+
+
+def pairs_by_rule(sid, sector, sectors, block_sectors, window):
+    """reblock's PairCounts, one session at a time: the session's distinct blocks in the
+    order first requested, each paired with the next ``window``."""
+    counts = {}
+    for s in dict.fromkeys(sid.tolist()):
+        seen = []
+        for i in np.flatnonzero(sid == s):
+            first = sector[i] // block_sectors
+            last = (sector[i] + max(sectors[i], 1) - 1) // block_sectors
+            seen += [b for b in range(first, last + 1) if b not in seen]
+        for i, x in enumerate(seen):
+            for y in seen[i + 1:i + 1 + window]:
+                key = (min(x, y), max(x, y))
+                counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def test_pairs_counted_in_steps_of_whole_sessions_are_reblocks(monkeypatch):
+    from reblock import spark as job
+
+    rng = np.random.default_rng(3)
+    for trial in range(300):
+        n = int(rng.integers(1, 80))
+        sid = np.sort(rng.integers(0, 10, n))
+        sector, sectors = rng.integers(0, 60, n), rng.integers(0, 12, n)
+        block_sectors, window = int(rng.choice([1, 2, 8])), int(rng.integers(1, 6))
+        # Steps from one block (every session alone) to all of them at once.
+        monkeypatch.setattr(job, "MAX_STEP_BLOCKS", int(rng.integers(1, 80)))
+        per_row = (sector + np.maximum(sectors, 1) - 1) // block_sectors \
+            - sector // block_sectors + 1
+        steps = list(job._steps(sid, per_row))
+        assert [b for b, _ in steps[1:]] == [e for _, e in steps[:-1]]
+        assert steps[0][0] == 0 and steps[-1][1] == n
+        got = {}
+        for begin, end in steps:
+            assert begin == 0 or sid[begin] != sid[begin - 1], "a session was cut"
+            out = job.session_pair_counts(sid[begin:end], sector[begin:end],
+                                          sectors[begin:end], block_sectors, window)
+            for a, b, c in out.itertuples(index=False):
+                got[(a, b)] = got.get((a, b), 0) + c
+        assert got == pairs_by_rule(sid, sector, sectors, block_sectors, window), trial

@@ -11,6 +11,7 @@ use crate::colouring::ColouringConfig;
 use crate::grouping::group_sequential;
 use crate::mining::PairCounts;
 use crate::output::{ArrayEvalOutput, ArrayRun, PolicyResult};
+use crate::pairs::{PairsFile, PairsFileError};
 use crate::plan::{plan, PlanInput};
 use crate::session::{for_each_session, Blocking, OpFilter, SessionConfig, SessionMode};
 use crate::zipf::ZipfPlacement;
@@ -194,8 +195,16 @@ fn validate(trace: &Trace, cfg: &ArrayEvalConfig) -> Result<usize, Error> {
 /// Frequent pairs `(block, block, count)` in universe ids, per support.
 type PairsBySupport = Vec<(u32, Vec<(u32, u32, u32)>)>;
 
+/// The training part's pairs per support, with the summary counts of the output.
+struct Training {
+    pairs: PairsBySupport,
+    sessions: u64,
+    distinct_pairs: usize,
+}
+
 /// Mines the training part once; support is applied per value afterwards.
-fn mine(ctx: &Ctx, counts: &mut PairCounts) -> PairsBySupport {
+fn mine(ctx: &Ctx) -> Training {
+    let mut counts = PairCounts::new(ctx.cfg.pair_window.unwrap_or(ctx.cfg.array.disks - 1));
     for_each_session(ctx.trace, 0..ctx.train, &ctx.sessions, |s| {
         counts.add_session(s)
     });
@@ -205,7 +214,8 @@ fn mine(ctx: &Ctx, counts: &mut PairCounts) -> PairsBySupport {
         .iter()
         .map(|b| ctx.uni.index[b])
         .collect();
-    ctx.cfg
+    let pairs = ctx
+        .cfg
         .supports
         .iter()
         .map(|&s| {
@@ -216,7 +226,44 @@ fn mine(ctx: &Ctx, counts: &mut PairCounts) -> PairsBySupport {
                 .collect();
             (s, kept)
         })
-        .collect()
+        .collect();
+    Training {
+        pairs,
+        sessions: counts.sessions(),
+        distinct_pairs: counts.distinct_pairs(),
+    }
+}
+
+/// The pairs of a file instead of mining (`--pairs`): each support keeps the file's
+/// pairs seen at least that often, blocks folded as the array folds them. The sessions
+/// are still counted, for the output's summary.
+fn given(ctx: &Ctx, file: &PairsFile) -> Result<Training, Error> {
+    let mut sessions = 0u64;
+    for_each_session(ctx.trace, 0..ctx.train, &ctx.sessions, |_| sessions += 1);
+    let blocking = &ctx.sessions.blocking;
+    let id = |index: usize, field: &'static str, block: u64| {
+        let folded = blocking.blocks(block * blocking.block_sectors, 1).next();
+        folded
+            .and_then(|b| ctx.uni.index.get(&b).copied())
+            .ok_or_else(|| PairsFileError::NotInTrace {
+                path: file.path.clone(),
+                index,
+                field,
+                block,
+                block_bytes: blocking.block_sectors * SECTOR_BYTES,
+            })
+    };
+    let ids = (file.pairs.iter().enumerate())
+        .map(|(i, p)| Ok((id(i, "a", p.a)?, id(i, "b", p.b)?, p.support)))
+        .collect::<Result<Vec<_>, PairsFileError>>()?;
+    let pairs = (ctx.cfg.supports.iter())
+        .map(|&s| (s, ids.iter().copied().filter(|p| p.2 >= s).collect()))
+        .collect();
+    Ok(Training {
+        pairs,
+        sessions,
+        distinct_pairs: file.pairs.len(),
+    })
 }
 
 /// Runs the evaluation; `progress` hears of every finished step.
@@ -224,6 +271,18 @@ pub fn evaluate_array(
     trace: &Trace,
     trace_name: &str,
     cfg: &ArrayEvalConfig,
+    progress: impl FnMut(Progress),
+) -> Result<ArrayEvalOutput, Error> {
+    evaluate_array_with_pairs(trace, trace_name, cfg, None, progress)
+}
+
+/// Runs the evaluation on the pairs of `pairs` when given (mined elsewhere, from the
+/// training part), else on the pairs it mines from the training part itself.
+pub fn evaluate_array_with_pairs(
+    trace: &Trace,
+    trace_name: &str,
+    cfg: &ArrayEvalConfig,
+    pairs: Option<&PairsFile>,
     mut progress: impl FnMut(Progress),
 ) -> Result<ArrayEvalOutput, Error> {
     let train = validate(trace, cfg)?;
@@ -249,8 +308,10 @@ pub fn evaluate_array(
             .capacity_bytes
             .unwrap_or(probe.members[0].capacity_sectors() * SECTOR_BYTES),
     };
-    let mut counts = PairCounts::new(cfg.pair_window.unwrap_or(cfg.array.disks - 1));
-    let pairs = mine(&ctx, &mut counts);
+    let training = match pairs {
+        Some(file) => given(&ctx, file)?,
+        None => mine(&ctx),
+    };
     let optimizers = cfg
         .policies
         .iter()
@@ -263,7 +324,7 @@ pub fn evaluate_array(
     };
     let mut runs = Vec::new();
     for &alpha in &cfg.alphas {
-        runs.extend(ctx.alpha_runs(alpha, &pairs, &mut step)?);
+        runs.extend(ctx.alpha_runs(alpha, &training.pairs, &mut step)?);
     }
     Ok(ArrayEvalOutput {
         trace: trace_name.to_string(),
@@ -273,8 +334,9 @@ pub fn evaluate_array(
         requests: trace.len(),
         train_requests: train,
         test_requests: trace.len() - train,
-        training_sessions: counts.sessions(),
-        distinct_pairs: counts.distinct_pairs(),
+        training_sessions: training.sessions,
+        distinct_pairs: training.distinct_pairs,
+        pairs_file: pairs.map(|f| f.path.display().to_string()),
         runs,
     })
 }

@@ -23,9 +23,11 @@ pub mod report;
 pub mod session;
 pub mod zipf;
 
-pub use evaluate::{evaluate_array, ArrayEvalConfig, ArraySpec, Policy, Progress};
+pub use evaluate::{
+    evaluate_array, evaluate_array_with_pairs, ArrayEvalConfig, ArraySpec, Policy, Progress,
+};
 pub use output::{ArrayEvalOutput, ArrayRun, PolicyResult};
-pub use pairs::{mine_pairs, MinedPair, MinedPairs, PairMining};
+pub use pairs::{mine_pairs, MinedPair, MinedPairs, PairMining, PairsFile, PairsFileError};
 
 /// Errors of an evaluation: a bad setting (naming the flag) or a failed replay.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +36,8 @@ pub enum Error {
     Config(String),
     #[error("replay: {0}")]
     Sim(#[from] reblock_sim::SimError),
+    #[error(transparent)]
+    PairsFile(#[from] PairsFileError),
     #[error("report: {0}")]
     Io(#[from] std::io::Error),
 }

@@ -44,8 +44,12 @@ pub struct ArrayEvalOutput {
     pub train_requests: usize,
     pub test_requests: usize,
     pub training_sessions: u64,
-    /// Distinct block pairs counted in training, before support.
+    /// Distinct block pairs counted in training, before support (with `--pairs`: the
+    /// pairs the file lists).
     pub distinct_pairs: usize,
+    /// The pairs file the optimizer used instead of mining (`--pairs`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairs_file: Option<String>,
     pub runs: Vec<ArrayRun>,
 }
 

@@ -247,6 +247,7 @@ fn write_report(dir: Option<&std::path::Path>, eval: &Evaluation) -> Result<()> 
 fn run_array(spec: &str, args: &Args) -> Result<()> {
     let cfg = evaluate_array::options(spec, &args.array, args.policies.as_deref(), args.speed)
         .config()?;
+    let pairs = evaluate_array::read_pairs(&args.array, &cfg.supports)?;
     let mut reader = args.input.open()?;
     let mut trace = reblock_trace::Trace::default();
     while let Some(r) = reader.next_request()? {
@@ -261,7 +262,8 @@ fn run_array(spec: &str, args: &Args) -> Result<()> {
     }
     reblock_sim::require_single_device(trace.device.iter().copied())?;
     let name = args.input.trace.display().to_string();
-    evaluate_array::run(&cfg, &trace, &name, args.report.as_ref(), args.json)
+    let pairs = pairs.as_ref();
+    evaluate_array::run(&cfg, pairs, &trace, &name, args.report.as_ref(), args.json)
 }
 
 fn print_tables(e: &Evaluation) {

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use reblock_eval::array_options::ArrayOptions;
 use reblock_parallel::report::{text_summary, write_html};
-use reblock_parallel::{evaluate_array, ArrayEvalConfig};
+use reblock_parallel::{evaluate_array_with_pairs, ArrayEvalConfig, PairsFile};
 use reblock_trace::Trace;
 
 /// The flags of the array evaluation; `--array` switches `evaluate` to it.
@@ -72,6 +72,14 @@ pub struct ArrayArgs {
     /// Seed of the initial placement's random draws.
     #[arg(long, default_value_t = 3, value_name = "N", requires = "array")]
     pub seed: u64,
+    /// Take the optimizer's pairs from this file instead of mining the training part: the
+    /// `{"pairs": [{"a", "b", "support"}, ...]}` that `reblock pairs --json` or the Python
+    /// package's Spark job prints, mined from the training part (the first
+    /// `--train-fraction` of the requests) with the same --block-size, --session, --mine
+    /// and a --window of the disks less one. Each --support keeps the file's pairs seen
+    /// at least that often, so mine with --support 1 (or the least value asked here).
+    #[arg(long, value_name = "PAIRS.json", requires = "array")]
+    pub pairs: Option<PathBuf>,
 }
 
 pub(crate) use reblock_eval::array_options::{parse_ops, parse_session, sectors_of};
@@ -100,9 +108,31 @@ pub fn options(
     }
 }
 
-/// Runs the evaluation and prints or writes what was asked.
+/// Reads `--pairs`, if given (before the trace, so that a bad file fails at once), and
+/// notes a `--support` below every support in it: the file may have been mined with a
+/// higher one and then lacks pairs such a run would use (it cannot say how it was mined).
+pub fn read_pairs(a: &ArrayArgs, supports: &[u32]) -> Result<Option<PairsFile>> {
+    let Some(file) = a.pairs.as_deref().map(PairsFile::read).transpose()? else {
+        return Ok(None);
+    };
+    let (least, asked) = (file.least_support(), supports.iter().min());
+    if let (Some(least), Some(&asked)) = (least, asked) {
+        if asked < least {
+            eprintln!(
+                "reblock: note: --support {asked}, but every pair of {} has a support of \
+                 {least} or more: if it was mined with --support above {asked}, the runs \
+                 at {asked} lack the pairs below it",
+                file.path.display()
+            );
+        }
+    }
+    Ok(Some(file))
+}
+
+/// Runs the evaluation (on `pairs` when given) and prints or writes what was asked.
 pub fn run(
     cfg: &ArrayEvalConfig,
+    pairs: Option<&PairsFile>,
     trace: &Trace,
     name: &str,
     report: Option<&PathBuf>,
@@ -113,7 +143,7 @@ pub fn run(
         ProgressStyle::with_template("{bar:30} {pos}/{len} replays  {msg}")
             .expect("valid template"),
     );
-    let out = evaluate_array(trace, name, cfg, |p| {
+    let out = evaluate_array_with_pairs(trace, name, cfg, pairs, |p| {
         bar.set_length(p.total as u64);
         bar.set_position(p.done as u64);
         bar.set_message(p.step);
@@ -136,6 +166,9 @@ pub fn run(
             out.training_sessions,
             out.distinct_pairs
         );
+        if let Some(file) = &out.pairs_file {
+            println!("pairs      from {file} (not mined here)");
+        }
         println!("array      {} ({} B blocks)", out.array, out.block_bytes);
         println!();
         print!("{}", text_summary(&out));
