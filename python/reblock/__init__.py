@@ -67,8 +67,14 @@ def read_trace(path: PathLike, format: str = "auto", skip_bad: int = 0) -> pa.Ta
     try:
         return read_batches(path, format, skip_bad).read_all()
     except (pa.ArrowException, OSError) as e:
-        # A bad row found while streaming arrives as an Arrow error: same message.
-        raise TraceError(str(e)) from None
+        # A bad row found while streaming arrives as an Arrow error, its message wrapped
+        # by Arrow's C stream as "External error: ...": give reblock's own message.
+        raise TraceError(_unwrap_arrow_message(str(e))) from None
+
+
+def _unwrap_arrow_message(message: str) -> str:
+    prefix = "External error: "
+    return message[len(prefix):] if message.startswith(prefix) else message
 
 
 def trace_metadata(path: PathLike) -> Dict[str, Any]:
