@@ -163,7 +163,9 @@ pub struct Args {
     /// factor; busy time stays in emulated seconds) [default: 1].
     #[arg(long, value_name = "X", requires = "emulate")]
     pub emulate_speed: Option<f64>,
-    /// TOML file with any of these options (keys as the flags, with '_'); flags win.
+    /// TOML file with any of these options but --format and --log (keys as the flags, with
+    /// '_': `create = "4G"`, `replan_policy = "fs2"`, `free_from = "ext4"`); flags win.
+    /// --format, which lets a BOPT be written over existing data, is taken only as a flag.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Seed the free-space map at start from the file system on the image (ext4: its
@@ -202,6 +204,8 @@ fn parse_socket_mode(s: &str) -> Result<u32, String> {
 #[derive(Deserialize, Debug, Default)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
+    create: Option<String>,
+    free_from: Option<String>,
     bopt_size: Option<String>,
     bopt_device: Option<PathBuf>,
     write_buffer: Option<f64>,
@@ -270,6 +274,14 @@ fn merge(mut a: Args) -> anyhow::Result<Args> {
         v.map(|s| parse_size(&s).map_err(|e| anyhow::anyhow!("{}: key {key}: {e}", path.display())))
             .transpose()
     };
+    a.create = a.create.or(size(c.create, "create")?);
+    if a.free_from.is_none() {
+        a.free_from = c
+            .free_from
+            .map(|s| <super::serve_free::FreeFrom as clap::ValueEnum>::from_str(&s, true))
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("{}: key free_from: {e}", path.display()))?;
+    }
     a.bopt_size = a.bopt_size.or(size(c.bopt_size, "bopt_size")?);
     a.page_size = a.page_size.or(size(c.page_size, "page_size")?);
     a.bopt_device = a.bopt_device.or(c.bopt_device);
@@ -877,7 +889,40 @@ pub fn control_path(control: &Option<PathBuf>, unix: &Option<PathBuf>) -> anyhow
 
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use super::{merge, parse_size, Args};
+    use crate::cmd::serve_free::FreeFrom;
+
+    /// Every option `--config` advertises is read from the file, flags winning.
+    #[test]
+    fn the_config_file_takes_create_and_free_from_like_the_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("serve.toml");
+        let toml = "create = \"4G\"\nfree_from = \"ext4\"\nbopt_size = \"64M\"\n";
+        std::fs::write(&path, toml).unwrap();
+        let a = merge(Args {
+            config: Some(path.clone()),
+            ..Args::default()
+        })
+        .unwrap();
+        assert_eq!(a.create, Some(4 << 30));
+        assert_eq!(a.free_from, Some(FreeFrom::Ext4));
+        assert_eq!(a.bopt_size, Some(64 << 20));
+        let flagged = merge(Args {
+            config: Some(path.clone()),
+            create: Some(1 << 30),
+            ..Args::default()
+        })
+        .unwrap();
+        assert_eq!(flagged.create, Some(1 << 30), "the flag wins");
+        std::fs::write(&path, "free_from = \"xfs\"\n").unwrap();
+        let e = merge(Args {
+            config: Some(path),
+            ..Args::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("free_from") && e.contains("xfs"), "{e}");
+    }
 
     #[test]
     fn sizes_parse_with_binary_units() {
