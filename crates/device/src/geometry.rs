@@ -64,7 +64,7 @@ fn skew_rev(given: Option<u32>, switch_ms: f64, rot_ms: f64, spt: u32) -> f64 {
 /// call that `fract` compiles to on baseline x86-64: a cast truncates the same way for
 /// any value below 2^52, so the result is bit for bit `fract`'s.
 #[inline]
-fn fract_of_positive(x: f64) -> f64 {
+pub(crate) fn fract_of_positive(x: f64) -> f64 {
     if x > 0.0 && x < 4_503_599_627_370_496.0 {
         x - (x as u64) as f64
     } else {

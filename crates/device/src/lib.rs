@@ -18,6 +18,7 @@ pub mod cache;
 pub mod energy;
 pub mod geometry;
 pub mod hdd;
+mod least;
 pub mod params;
 pub mod seek;
 pub mod spec;
@@ -98,6 +99,13 @@ pub trait Device: Send {
     /// plus rotational wait for a disk): what a drive's queue serves shortest first.
     fn positioning_ns(&self, start_ns: u64, req: &DevRequest) -> u64 {
         self.estimate_ns(start_ns, req)
+    }
+    /// The request of `reqs` with the shortest [`Device::positioning_ns`] from
+    /// `start_ns`, ties to the earliest: what a drive's own queue serves next. `None`
+    /// when `reqs` is empty. A model may skip requests it can show are no nearer, as
+    /// long as the answer is the one this default gives.
+    fn nearest(&self, start_ns: u64, reqs: &[DevRequest]) -> Option<usize> {
+        (0..reqs.len()).min_by_key(|&i| (self.positioning_ns(start_ns, &reqs[i]), i))
     }
     /// Energy in joules spent over `elapsed_ns` of wall time, of which the services so far
     /// were busy; `None` when the model has no power figures.

@@ -535,3 +535,39 @@ fn the_drive_queue_ranks_a_cached_write_by_its_seek_and_rotation() {
     // A nearer read ranks first.
     assert!(d.positioning_ns(t, &read(1_200, 8)) < w);
 }
+
+/// The drive queue's choice with its shortcut (seeks that rule commands out) is the
+/// choice of timing every command: on a drive with writes waiting in its cache and
+/// read-ahead running, near and far commands, repeated ones (ties go to the first).
+#[test]
+fn nearest_is_the_least_positioning_time_ties_to_the_first() {
+    let mut d = hdd("cheetah15k5");
+    let mut rng = Rng(11);
+    let span = 4_000_000;
+    let mut now = 0u64;
+    let mut skipped_ties = 0;
+    for step in 0..3_000 {
+        let n = 2 + rng.below(10) as usize;
+        let mut reqs: Vec<DevRequest> = (0..n)
+            .map(|_| {
+                let sectors = 8 * (1 + rng.below(16) as u32);
+                let sector = rng.below(span);
+                if rng.below(3) == 0 {
+                    write(sector, sectors)
+                } else {
+                    read(sector, sectors)
+                }
+            })
+            .collect();
+        if step % 5 == 0 {
+            reqs.push(reqs[0]);
+            skipped_ties += 1;
+        }
+        let want = (0..reqs.len()).min_by_key(|&i| (d.positioning_ns(now, &reqs[i]), i));
+        assert_eq!(d.nearest(now, &reqs), want, "step {step}");
+        let pick = want.unwrap();
+        now += d.service(now, &reqs[pick]).total_ns + rng.below(3_000_000);
+    }
+    assert!(skipped_ties > 0);
+    assert!(d.nearest(now, &[]).is_none());
+}

@@ -117,6 +117,9 @@ impl Device for Timed {
     fn positioning_ns(&self, start_ns: u64, req: &DevRequest) -> u64 {
         self.inner.positioning_ns(start_ns, req)
     }
+    fn nearest(&self, start_ns: u64, reqs: &[DevRequest]) -> Option<usize> {
+        self.inner.nearest(start_ns, reqs)
+    }
     fn energy_j(&self, elapsed_ns: u64) -> Option<f64> {
         self.inner.energy_j(elapsed_ns)
     }

@@ -156,6 +156,7 @@ impl<'a> Runner<'a> {
             let epoch = self.epoch_for(end - start);
             let guarded = self.guard_epochs(&layout, start, end, epoch, trial_hurt)?;
             let made = replicas_written(&layout);
+            let plain = matches!(layout, Layout::Home(_)) && guarded.is_empty();
             let shared = share(layout);
             let m = replay::normal(
                 &self.cfg.device,
@@ -167,6 +168,9 @@ impl<'a> Runner<'a> {
                 epoch,
             )?;
             layout = take(&shared);
+            if plain {
+                self.note_plain_busy(&reqs[start..end], m.summary.busy_time_s);
+            }
             let mut phase = self.normal_phase(i, &m, start, end, &guarded);
             // FS2's replicas written from the application's reads during the phase.
             let page_bytes = u64::from(self.cfg.page_sectors) * 512;
@@ -558,6 +562,19 @@ impl<'a> Runner<'a> {
         let b = replay::shadow(&self.cfg.device, self.cfg.speed, reqs, home)?;
         self.vanilla_busy_s.borrow_mut().insert(key, b);
         Ok(b)
+    }
+
+    /// Keeps the busy seconds of a phase the plain layout served unguarded: the same
+    /// submissions as the plain layout's shadow replay of its requests, on the same fresh
+    /// devices (only their numbers differ, which no model reads), so a later policy's
+    /// record of realized savings (`vanilla_busy_of` over the whole phase) need not
+    /// replay it again.
+    fn note_plain_busy(&self, reqs: &[Request], busy_s: f64) {
+        let key = self.range_of(reqs);
+        self.vanilla_busy_s
+            .borrow_mut()
+            .entry(key)
+            .or_insert(busy_s);
     }
 
     /// (first request, count) of `reqs`, a range of the trace's requests.

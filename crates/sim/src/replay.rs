@@ -123,6 +123,8 @@ struct Member {
     /// The device's own queue: commands taken from the host's queue, up to the device's
     /// depth, served shortest positioning time first (unused by parallel devices).
     drive: Vec<Queued>,
+    /// The requests of `drive`, in order (a reused buffer for [`Device::nearest`]).
+    drive_reqs: Vec<DevRequest>,
     depth: usize,
     parallel: bool,
     /// I/Os in service: at most one, or up to `depth` on a parallel device.
@@ -279,6 +281,7 @@ impl Replay {
                 dev,
                 queue: Queue::new(self.config.scheduler, self.config.max_merge_sectors),
                 drive: Vec::new(),
+                drive_reqs: Vec::new(),
                 in_service: Slab::new(),
                 busy_until_ns: 0,
                 prev_end: None,
@@ -641,9 +644,11 @@ impl Replay {
             0 => return None,
             1 => 0,
             // Ties go to the oldest command.
-            _ => (0..m.drive.len())
-                .min_by_key(|&i| (m.dev.positioning_ns(now_ns, &m.drive[i].req), i))
-                .unwrap_or(0),
+            _ => {
+                m.drive_reqs.clear();
+                m.drive_reqs.extend(m.drive.iter().map(|q| q.req));
+                m.dev.nearest(now_ns, &m.drive_reqs).unwrap_or(0)
+            }
         };
         Some(m.drive.remove(pick))
     }

@@ -179,6 +179,8 @@ pub struct Queue {
     /// Next op in the same merged request, indexed by op id.
     op_next: Vec<u32>,
     order: Box<dyn Order>,
+    /// Whether `order` reads the slots' position keys (every policy but FCFS).
+    by_position: bool,
     max_merge_sectors: u32,
     seq: u64,
     merges: u64,
@@ -192,6 +194,7 @@ impl Queue {
             by_start: FxHashMap::default(),
             op_next: Vec::new(),
             order: kind.order(),
+            by_position: kind != SchedulerKind::Fcfs,
             max_merge_sectors,
             seq: 0,
             merges: 0,
@@ -234,7 +237,7 @@ impl Queue {
         }
         let id = self.entries.vacant_key();
         let slot = Slot {
-            key: dev.position_key(req.sector),
+            key: self.key_of(req.sector, dev),
             sector: req.sector,
             seq: self.seq,
             id,
@@ -252,6 +255,17 @@ impl Queue {
             self.by_start.insert((req.write, req.sector), id);
         }
         self.order.insert(slot);
+    }
+
+    /// The position key of `sector` when the policy orders by it; first come, first
+    /// served never reads it, and on a disk it costs a [`Device::position_key`] lookup
+    /// of the zone and track per queued request.
+    fn key_of(&self, sector: u64, dev: &dyn Device) -> u64 {
+        if self.by_position {
+            dev.position_key(sector)
+        } else {
+            0
+        }
     }
 
     fn fits(&self, a: u32, b: u32) -> bool {
@@ -287,13 +301,14 @@ impl Queue {
             return false;
         }
         self.by_start.remove(&(req.write, end));
+        let key = self.key_of(req.sector, dev);
         let e = &mut self.entries[id];
         let old = e.slot;
         e.req.sector = req.sector;
         e.req.sectors += req.sectors;
         self.op_next[op as usize] = e.first_op;
         e.first_op = op;
-        e.slot.key = dev.position_key(req.sector);
+        e.slot.key = key;
         e.slot.sector = req.sector;
         let new = e.slot;
         self.by_start.insert((req.write, req.sector), id);
