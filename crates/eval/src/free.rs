@@ -3,6 +3,7 @@
 //! touches them, so every source but a free-extent file is an assumption, and the
 //! evaluation reports which one it made.
 
+use std::borrow::Borrow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -116,9 +117,9 @@ impl FreeSpace {
 
     /// The free pages of a data area of `data_pages` pages of `page_sectors` sectors
     /// for `requests` (already folded into the data area).
-    pub fn resolve(
+    pub fn resolve<R: Borrow<Request>>(
         &self,
-        requests: &[Request],
+        requests: impl IntoIterator<Item = R> + Copy,
         data_pages: u64,
         page_sectors: u64,
     ) -> Result<FreeExtents, FreeSpaceError> {
@@ -140,8 +141,8 @@ impl FreeSpace {
 /// Data-area pages that `discards` freed and no later request touches (`requests` in
 /// time order): a page is free when a discard covers it whole, and taken again by any
 /// request that touches it afterwards. Discards past the data area are ignored.
-pub fn discarded_pages(
-    requests: &[Request],
+pub fn discarded_pages<R: Borrow<Request>>(
+    requests: impl IntoIterator<Item = R>,
     discards: &[Discard],
     data_pages: u64,
     page_sectors: u64,
@@ -158,6 +159,7 @@ pub fn discarded_pages(
         }
     };
     for r in requests {
+        let r = r.borrow();
         while let Some(d) = order.next_if(|d| d.ts_ns < r.ts_ns) {
             discard(&mut free, d);
         }
@@ -175,14 +177,12 @@ pub fn discarded_pages(
 }
 
 /// Data-area pages no request touches (a partly touched page is touched).
-pub fn untouched_pages(requests: &[Request], data_pages: u64, page_sectors: u64) -> FreeExtents {
-    let mut touched: Vec<(u64, u64)> = requests
-        .iter()
-        .map(|r| {
-            let end = r.sector + u64::from(r.sectors);
-            (r.sector / page_sectors, end.div_ceil(page_sectors))
-        })
-        .collect();
+pub fn untouched_pages<R: Borrow<Request>>(
+    requests: impl IntoIterator<Item = R>,
+    data_pages: u64,
+    page_sectors: u64,
+) -> FreeExtents {
+    let mut touched = touched_pages(requests, page_sectors);
     touched.sort_unstable();
     let mut free = FreeExtents::new();
     let mut at = 0;
@@ -196,6 +196,40 @@ pub fn untouched_pages(requests: &[Request], data_pages: u64, page_sectors: u64)
         free.insert(at, data_pages);
     }
     free
+}
+
+/// The page ranges `requests` touch, overlapping and adjacent ones merged as they come
+/// (every million ranges), so that memory follows the pages touched, not the requests.
+fn touched_pages<R: Borrow<Request>>(
+    requests: impl IntoIterator<Item = R>,
+    page_sectors: u64,
+) -> Vec<(u64, u64)> {
+    const MERGE_EVERY: usize = 1 << 20;
+    let mut touched: Vec<(u64, u64)> = Vec::new();
+    let mut merged_len = 0;
+    for r in requests {
+        let r = r.borrow();
+        let end = r.sector + u64::from(r.sectors);
+        touched.push((r.sector / page_sectors, end.div_ceil(page_sectors)));
+        if touched.len() >= merged_len + MERGE_EVERY {
+            coalesce(&mut touched);
+            merged_len = touched.len();
+        }
+    }
+    touched
+}
+
+/// Sorts `ranges` and merges those that overlap or meet.
+fn coalesce(ranges: &mut Vec<(u64, u64)>) {
+    ranges.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for &(s, e) in ranges.iter() {
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    *ranges = out;
 }
 
 /// `want` pages of `pool` chosen evenly along it (all of it when it holds fewer).
@@ -328,9 +362,9 @@ mod tests {
             .starts_with("free-space"));
         let reqs = [req(8, 8), req(20, 8), req(80, 1)];
         // Pages 1, 2, 3 and 10 are touched (the second request straddles pages 2 and 3).
-        let free = FreeSpace::Untouched.resolve(&reqs, 20, 8).unwrap();
+        let free = FreeSpace::Untouched.resolve(reqs, 20, 8).unwrap();
         assert_eq!(free.iter().collect::<Vec<_>>(), vec![0..1, 4..10, 11..20]);
-        let some = FreeSpace::Fraction(0.25).resolve(&reqs, 20, 8).unwrap();
+        let some = FreeSpace::Fraction(0.25).resolve(reqs, 20, 8).unwrap();
         assert_eq!(some.total(), 5);
         assert!(some.iter().all(|r| free.covers(r.start, r.end)));
 
@@ -343,10 +377,7 @@ mod tests {
         .unwrap();
         let file = FreeSpace::parse(path.to_str().unwrap()).unwrap();
         assert_eq!(
-            file.resolve(&reqs, 4, 8)
-                .unwrap()
-                .iter()
-                .collect::<Vec<_>>(),
+            file.resolve(reqs, 4, 8).unwrap().iter().collect::<Vec<_>>(),
             vec![2..4]
         );
         // Discards free the pages they cover whole; a later request takes them back, an
@@ -367,7 +398,7 @@ mod tests {
             at(15, 4, 60),   // pages 1-7 whole (page 0 only partly): page 2-3 read later
             at(25, 80, 800), // pages 10-19 (and past the data area): page 10 read later
         ])));
-        let free = d.resolve(&timed, 20, 8).unwrap();
+        let free = d.resolve(timed, 20, 8).unwrap();
         assert_eq!(free.iter().collect::<Vec<_>>(), vec![1..2, 4..8, 11..20]);
         assert!(d.assumption().contains("2 discards"));
         assert_eq!(
@@ -376,7 +407,7 @@ mod tests {
         );
 
         std::fs::write(&path, "{}").unwrap();
-        let err = file.resolve(&reqs, 4, 8).unwrap_err().to_string();
+        let err = file.resolve(reqs, 4, 8).unwrap_err().to_string();
         assert!(
             err.contains("free.json") && err.contains("freemap"),
             "{err}"

@@ -3,7 +3,7 @@
 //! phases (`--learning-decay`, the state `serve` keeps across re-plans and restarts).
 
 use reblock_plan::{build_graphs, LearningState, Placement, PlanParams};
-use reblock_trace::Request;
+use reblock_trace::RequestSpan;
 
 use crate::config::Training;
 use crate::planner::{self, PlanCost};
@@ -12,12 +12,12 @@ use crate::EvalError;
 /// The training of one boundary's plan.
 pub(crate) enum Learnt<'r> {
     /// Requests learnt afresh.
-    Requests(&'r [Request]),
+    Requests(RequestSpan<'r>),
     /// The learning state as it stood before the phase just ended (already decayed),
     /// and that phase's requests.
     State {
         before: &'r LearningState,
-        phase: &'r [Request],
+        phase: RequestSpan<'r>,
     },
 }
 
@@ -26,16 +26,16 @@ impl<'r> Learnt<'r> {
     pub(crate) fn of(
         training: Training,
         state: Option<&'r LearningState>,
-        reqs: &'r [Request],
+        reqs: RequestSpan<'r>,
         (start, end): (usize, usize),
     ) -> Learnt<'r> {
         match (state, training) {
             (Some(before), _) => Learnt::State {
                 before,
-                phase: &reqs[start..end],
+                phase: reqs.sub(start..end),
             },
-            (None, Training::Cumulative) => Learnt::Requests(&reqs[..end]),
-            (None, Training::Partial) => Learnt::Requests(&reqs[start..end]),
+            (None, Training::Cumulative) => Learnt::Requests(reqs.sub(..end)),
+            (None, Training::Partial) => Learnt::Requests(reqs.sub(start..end)),
         }
     }
 
@@ -62,11 +62,11 @@ impl<'r> Learnt<'r> {
     ) -> Result<(Placement, PlanCost), EvalError> {
         match *self {
             Learnt::Requests(r) => {
-                let r = &r[..r.len() - without];
-                planner::plan_from(policy, params, r.len(), || build_graphs(r.iter().copied()))
+                let r = r.sub(..r.len() - without);
+                planner::plan_from(policy, params, r.len(), || build_graphs(r))
             }
             Learnt::State { before, phase } => {
-                let phase = &phase[..phase.len() - without];
+                let phase = phase.sub(..phase.len() - without);
                 planner::plan_from(policy, params, phase.len(), || before.graph_with(phase))
             }
         }

@@ -37,7 +37,7 @@ pub use results::{
 };
 pub use sweep::Sweep;
 
-use reblock_trace::Request;
+use reblock_trace::{AsRequestLog, RequestLog};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
@@ -59,9 +59,10 @@ pub enum EvalError {
 /// Progress events: (point label, policy, phase name).
 pub type Progress<'a> = &'a mut dyn FnMut(&str, &str, &str);
 
-/// Every policy of `cfg` at one parameter point, and the geometry it used.
+/// Every policy of `cfg` at one parameter point, and the geometry it used. `requests`:
+/// a [`RequestLog`] (a slice or vector of requests is encoded into one first).
 pub fn evaluate_point(
-    requests: &[Request],
+    requests: &(impl AsRequestLog + ?Sized),
     cfg: &EvalConfig,
     label: &str,
     progress: Progress,
@@ -71,7 +72,8 @@ pub fn evaluate_point(
         .map_err(EvalError::Device)?
         .array
         .capacity_sectors();
-    let w = workload::prepare(requests, cfg, capacity)?;
+    let log = requests.as_request_log();
+    let w = workload::prepare(&log, cfg, capacity)?;
     let runner = run::Runner::new(cfg, &w)?;
     let mut geometry = w.summary.clone();
     if cfg
@@ -93,12 +95,13 @@ pub fn evaluate_point(
 
 /// The base run and, with a sweep, one run per sweep point.
 pub fn evaluate(
-    requests: &[Request],
+    requests: &(impl AsRequestLog + ?Sized),
     trace: &str,
     cfg: &EvalConfig,
     sweep: Option<&Sweep>,
     progress: Progress,
 ) -> Result<Evaluation, EvalError> {
+    let requests: &RequestLog = &requests.as_request_log();
     if requests.is_empty() {
         return Err(EvalError::Setup(format!(
             "{trace}: the trace holds no requests"

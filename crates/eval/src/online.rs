@@ -56,7 +56,8 @@ impl AdmissionModel {
         b: &Backtest,
     ) -> Result<Admission, EvalError> {
         let now = Layout::Bopt(current.clone());
-        let shadow = |l: Layout| replay::shadow_profile(&self.device, 1.0, b.tail, l);
+        let shadow =
+            |l: Layout| replay::shadow_profile(&self.device, 1.0, b.tail.iter().copied(), l);
         let plain = shadow(Layout::Home(*current.geometry()))?;
         let keep = shadow(now.clone())?;
         let mut home = plan.clone();

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use reblock_trace::Request;
+use reblock_trace::RequestLog;
 
 use crate::config::{bad, parse_fraction};
 use crate::free::{Discards, FreeSpace};
@@ -154,8 +154,9 @@ pub enum EvalProgress<'a> {
 
 /// Every policy of `opts` over `requests`, each trace device alone on a device of its
 /// own (an MSR or UMass trace of a whole server: each has its own layout, never merged).
+/// A [`RequestLog`] is taken as it is (a `Vec<Request>` is encoded into one first).
 pub fn evaluate_trace(
-    requests: Vec<Request>,
+    requests: impl Into<RequestLog>,
     origin: &TraceOrigin,
     opts: &EvalOptions,
     progress: &mut dyn FnMut(EvalProgress),
@@ -163,7 +164,7 @@ pub fn evaluate_trace(
     let cfg = opts.config(opts.device.as_deref().unwrap_or(DEFAULT_DISKS[0]))?;
     let sweep = opts.sweep.as_deref().map(Sweep::parse).transpose()?;
     let name = origin.path.display().to_string();
-    let by_device = split_by_device(requests);
+    let by_device = split_by_device(requests.into());
     if by_device.is_empty() {
         return Err(EvalError::Setup(format!(
             "{name}: the trace holds no requests"
@@ -268,19 +269,18 @@ pub fn evaluation_json(trace: &str, evals: &[DeviceEvaluation]) -> serde_json::V
 }
 
 /// The trace's requests by the device they address, in device order.
-fn split_by_device(mut requests: Vec<Request>) -> BTreeMap<u32, Vec<Request>> {
-    // The vector grew by doubling: give back the unused part (up to half of it).
+fn split_by_device(mut requests: RequestLog) -> BTreeMap<u32, RequestLog> {
+    // The log grew by doubling: give back the unused part (up to half of it).
     requests.shrink_to_fit();
     // One device (the usual trace): the requests move over as they are, without a copy.
-    if let Some(device) = requests.first().map(|r| r.device) {
-        if requests.iter().all(|r| r.device == device) {
-            return BTreeMap::from([(device, requests)]);
-        }
+    if let Some(device) = requests.single_device() {
+        return BTreeMap::from([(device, requests)]);
     }
-    let mut by: BTreeMap<u32, Vec<Request>> = BTreeMap::new();
-    for r in requests {
+    let mut by: BTreeMap<u32, RequestLog> = BTreeMap::new();
+    for r in &requests {
         by.entry(r.device).or_default().push(r);
     }
+    by.values_mut().for_each(RequestLog::shrink_to_fit);
     by
 }
 
@@ -289,7 +289,7 @@ fn split_by_device(mut requests: Vec<Request>) -> BTreeMap<u32, Vec<Request>> {
 fn size_from_data(
     opts: &EvalOptions,
     cfg: &mut EvalConfig,
-    requests: &[Request],
+    requests: &RequestLog,
     trace: &Path,
     footer_sectors: Option<u64>,
 ) -> Result<DeviceChoice, EvalError> {
@@ -297,7 +297,7 @@ fn size_from_data(
     // from the working set alone to pick a disk that holds both.
     let bopt_bytes = match cfg.bopt_size {
         BoptSize::Bytes(b) => b,
-        BoptSize::Auto => crate::workload::auto_bopt_bytes(requests, cfg, u64::MAX / 1024),
+        BoptSize::Auto => crate::workload::auto_bopt_bytes(requests.span(), cfg, u64::MAX / 1024),
     };
     let (bopt_pages, _) = crate::workload::bopt_pages(bopt_bytes, cfg.page_sectors);
     let bopt_sectors = bopt_pages * u64::from(cfg.page_sectors);

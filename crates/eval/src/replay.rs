@@ -206,7 +206,7 @@ fn run(
 pub fn normal(
     device: &str,
     speed: f64,
-    reqs: &[Request],
+    reqs: impl ExactSizeIterator<Item = Request>,
     first_number: u64,
     layout: Shared,
     guarded: &[bool],
@@ -219,6 +219,7 @@ pub fn normal(
         cell.guarded = false;
         cell.written_back_pages = 0;
     }
+    let len = reqs.len();
     let mut source = PhaseSource {
         reqs,
         next: 0,
@@ -236,7 +237,7 @@ pub fn normal(
     )?;
     let cell = layout.lock().expect("layout lock");
     let mut service_ns = responses.service_ns;
-    service_ns.resize(reqs.len(), 0);
+    service_ns.resize(len, 0);
     Ok(Measured {
         summary: replayed.summary,
         energy_j: replayed.energy_j,
@@ -253,7 +254,7 @@ pub fn normal(
 pub fn shadow(
     device: &str,
     speed: f64,
-    reqs: &[Request],
+    reqs: impl ExactSizeIterator<Item = Request>,
     layout: Layout,
 ) -> Result<f64, EvalError> {
     Ok(shadow_profile(device, speed, reqs, layout)?.busy_s)
@@ -272,7 +273,7 @@ pub struct Profile {
 pub fn shadow_profile(
     device: &str,
     speed: f64,
-    reqs: &[Request],
+    reqs: impl ExactSizeIterator<Item = Request>,
     layout: Layout,
 ) -> Result<Profile, EvalError> {
     let m = normal(device, speed, reqs, 1, share(layout), &[], 1)?;
@@ -391,8 +392,8 @@ pub fn read_through_gap_sectors(device: &str) -> Result<u64, EvalError> {
 /// A normal phase's requests as submissions; sets the guard at each epoch. Replay pulls
 /// a submission only after admitting (mapping) the one before, so the guard set here
 /// applies exactly from this request on.
-struct PhaseSource<'a> {
-    reqs: &'a [Request],
+struct PhaseSource<'a, I> {
+    reqs: I,
     next: usize,
     first_number: u64,
     layout: Shared,
@@ -400,9 +401,9 @@ struct PhaseSource<'a> {
     epoch: usize,
 }
 
-impl Source for PhaseSource<'_> {
+impl<I: Iterator<Item = Request>> Source for PhaseSource<'_, I> {
     fn next_submission(&mut self) -> Result<Option<Submission>, SimError> {
-        let Some(r) = self.reqs.get(self.next) else {
+        let Some(r) = self.reqs.next() else {
             return Ok(None);
         };
         if self.next.is_multiple_of(self.epoch) {

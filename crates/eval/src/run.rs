@@ -20,7 +20,7 @@ use reblock_freespace::FreeExtents;
 use reblock_layout::admission::paired_stderr_s;
 use reblock_layout::ScheduleOptions;
 use reblock_plan::{LearningState, Placement, PlanParams, TargetSpace};
-use reblock_trace::Request;
+use reblock_trace::{Request, RequestSpan};
 use rustc_hash::FxHashMap;
 
 use crate::config::{EvalConfig, Interval, Trigger};
@@ -68,6 +68,7 @@ pub struct Runner<'a> {
     cfg: &'a EvalConfig,
     w: &'a Workload<'a>,
     t0_ns: u64,
+    t1_ns: u64,
     span_ns: u64,
     /// Busy seconds of the plain layout per request range: the guard's shadow baseline
     /// is the same for every policy.
@@ -86,13 +87,17 @@ pub struct Runner<'a> {
 
 impl<'a> Runner<'a> {
     pub fn new(cfg: &'a EvalConfig, w: &'a Workload<'a>) -> Result<Runner<'a>, EvalError> {
-        let ts = w.requests.iter().map(|r| r.ts_ns);
-        let t0_ns = ts.clone().min().unwrap_or(0);
-        let t1_ns = ts.max().unwrap_or(0);
+        let (t0_ns, t1_ns) = (w.requests.iter().map(|r| r.ts_ns))
+            .fold(None, |b, t| match b {
+                None => Some((t, t)),
+                Some((lo, hi)) => Some((t.min(lo), t.max(hi))),
+            })
+            .unwrap_or((0, 0));
         Ok(Runner {
             cfg,
             w,
             t0_ns,
+            t1_ns,
             span_ns: cfg.interval.span_ns(t1_ns - t0_ns),
             vanilla_busy: RefCell::new(FxHashMap::default()),
             vanilla_busy_s: RefCell::new(FxHashMap::default()),
@@ -100,9 +105,11 @@ impl<'a> Runner<'a> {
                 read_gap_sectors: replay::read_through_gap_sectors(&cfg.device)?,
                 ..ScheduleOptions::default()
             },
-            free: cfg
-                .free_space
-                .resolve(&w.requests, w.geo.fs_pages, w.geo.page.sectors())?,
+            free: cfg.free_space.resolve(
+                w.requests.span(),
+                w.geo.fs_pages,
+                w.geo.page.sectors(),
+            )?,
             disk: DiskModel::of_spec(&cfg.device)?,
         })
     }
@@ -140,7 +147,7 @@ impl<'a> Runner<'a> {
         policy: &str,
         progress: &mut dyn FnMut(&str),
     ) -> Result<PolicyResult, EvalError> {
-        let reqs = &self.w.requests;
+        let reqs = self.w.requests.span();
         let mut layout = self.empty_layout(policy)?;
         let (mut phases, mut start, mut i) = (Vec::new(), 0, 0);
         // N0 starts empty and untried: its first epoch is guarded.
@@ -161,7 +168,7 @@ impl<'a> Runner<'a> {
             let m = replay::normal(
                 &self.cfg.device,
                 self.cfg.speed,
-                &reqs[start..end],
+                reqs.sub(start..end).iter(),
                 start as u64 + 1,
                 shared.clone(),
                 &guarded,
@@ -169,14 +176,14 @@ impl<'a> Runner<'a> {
             )?;
             layout = take(&shared);
             if plain {
-                self.note_plain_busy(&reqs[start..end], m.summary.busy_time_s);
+                self.note_plain_busy(reqs.sub(start..end), m.summary.busy_time_s);
             }
             let mut phase = self.normal_phase(i, &m, start, end, &guarded);
             // FS2's replicas written from the application's reads during the phase.
             let page_bytes = u64::from(self.cfg.page_sectors) * 512;
             phase.bytes_moved += (replicas_written(&layout) - made) * page_bytes;
             if record.serving() {
-                record.realize(self.vanilla_busy_of(&reqs[start..end])? - phase.busy_time_s);
+                record.realize(self.vanilla_busy_of(reqs.sub(start..end))? - phase.busy_time_s);
             }
             phases.push(phase);
             if end == reqs.len() {
@@ -185,7 +192,7 @@ impl<'a> Runner<'a> {
             i += 1;
             progress(&format!("R{i}"));
             let train = Learnt::of(self.cfg.training, learning.as_ref(), reqs, (start, end));
-            let tail = &reqs[end - backtest_len(train.len(), end - start)..end];
+            let tail = reqs.sub(end - backtest_len(train.len(), end - start)..end);
             let horizon = self.phases_left(end);
             let (io, cost, admission, hurt) = self.reconfigure(
                 policy,
@@ -194,7 +201,7 @@ impl<'a> Runner<'a> {
                 tail,
                 (end - start, horizon, record.trust()),
             )?;
-            learn_phase(learning.as_mut(), &reqs[start..end]);
+            learn_phase(learning.as_mut(), reqs.sub(start..end));
             record.decided(admission.map(|a| a.choice));
             // Keeping a layout the guard served plain for the whole phase keeps it guarded:
             // "keep" was predicted on a backtest the layout never served unguarded. (UMass
@@ -214,9 +221,7 @@ impl<'a> Runner<'a> {
     /// The admission horizon at request `next`: from the normal phases left (at least
     /// one), see [`Admission::horizon`].
     fn phases_left(&self, next: usize) -> f64 {
-        let reqs = &self.w.requests;
-        let t1 = reqs.iter().map(|r| r.ts_ns).max().unwrap_or(0);
-        let left_ns = t1.saturating_sub(reqs[next].ts_ns);
+        let left_ns = self.t1_ns.saturating_sub(self.w.requests.get(next).ts_ns);
         Admission::horizon(left_ns.div_ceil(self.span_ns))
     }
 
@@ -244,8 +249,8 @@ impl<'a> Runner<'a> {
     /// The first request at or past the next boundary `t0 + k * span`: boundaries are
     /// fixed in trace time, and an interval without requests is skipped.
     fn interval_end(&self, start: usize) -> usize {
-        let reqs = &self.w.requests;
-        let k = reqs[start].ts_ns.saturating_sub(self.t0_ns) / self.span_ns + 1;
+        let reqs = self.w.requests.span();
+        let k = reqs.get(start).ts_ns.saturating_sub(self.t0_ns) / self.span_ns + 1;
         if let Interval::Count { reconfigurations } = self.cfg.interval {
             // The last boundary falls on the last request: no phase after it.
             if k > u64::from(reconfigurations) {
@@ -253,46 +258,43 @@ impl<'a> Runner<'a> {
             }
         }
         let boundary = self.t0_ns.saturating_add(k.saturating_mul(self.span_ns));
-        (start + 1..reqs.len())
-            .find(|&j| reqs[j].ts_ns >= boundary)
-            .unwrap_or(reqs.len())
+        let after = reqs.sub(start + 1..);
+        (after.iter().position(|r| r.ts_ns >= boundary)).map_or(reqs.len(), |k| start + 1 + k)
     }
 
     /// The first arrival gap of at least `gap_ns` once half an interval has passed.
     fn idle_end(&self, start: usize, gap_ns: u64) -> usize {
-        let reqs = &self.w.requests;
-        let not_before = reqs[start].ts_ns.saturating_add(self.span_ns / 2);
-        (start + 1..reqs.len())
-            .find(|&j| {
-                reqs[j].ts_ns >= not_before
-                    && reqs[j].ts_ns.saturating_sub(reqs[j - 1].ts_ns) >= gap_ns
-            })
-            .unwrap_or(reqs.len())
+        let reqs = self.w.requests.span();
+        let mut prev_ns = reqs.get(start).ts_ns;
+        let not_before = prev_ns.saturating_add(self.span_ns / 2);
+        for (k, r) in reqs.sub(start + 1..).iter().enumerate() {
+            if r.ts_ns >= not_before && r.ts_ns.saturating_sub(prev_ns) >= gap_ns {
+                return start + 1 + k;
+            }
+            prev_ns = r.ts_ns;
+        }
+        reqs.len()
     }
 
     /// The start of the first window of requests whose hit rate is `drop` below the
     /// phase's first window's. Mapping does not depend on timing, so a copy of the layout
     /// walked over the requests sees exactly what the replay will.
     fn hit_rate_end(&self, start: usize, mut layout: Layout, drop: f64) -> usize {
-        let reqs = &self.w.requests;
-        let win = self.epoch();
+        let reqs = self.w.requests.span();
         let (mut out, mut phys) = (Vec::new(), Vec::new());
         let mut first_rate = None;
-        let mut j = start;
-        while j < reqs.len() {
-            let chunk = &reqs[j..(j + win).min(reqs.len())];
+        for chunk in reqs.sub(start..).chunks(self.epoch()) {
             let mut hits = 0;
             for r in chunk {
                 out.clear();
-                hits += u64::from(layout.map(&dev_request(r), &mut out, &mut phys, false));
+                hits += u64::from(layout.map(&dev_request(&r), &mut out, &mut phys, false));
             }
             let rate = hits as f64 / chunk.len() as f64;
             match first_rate {
                 None => first_rate = Some(rate),
-                Some(r0) if rate < r0 - drop => return j,
+                Some(r0) if rate < r0 - drop => return chunk.first_index(),
                 Some(_) => {}
             }
-            j += chunk.len();
         }
         reqs.len()
     }
@@ -366,7 +368,7 @@ impl<'a> Runner<'a> {
         policy: &str,
         layout: &mut Layout,
         train: &Learnt,
-        tail: &[Request],
+        tail: RequestSpan<'_>,
         (phase_len, horizon, trust): (usize, f64, f64),
     ) -> Result<(CopyIo, Option<PlanCost>, Option<Admission>, bool), EvalError> {
         if matches!(layout, Layout::Home(_)) {
@@ -459,7 +461,7 @@ impl<'a> Runner<'a> {
         &self,
         layout: &Layout,
         (raw, early): (&Placement, &Placement),
-        (tail, scale): (&[Request], f64),
+        (tail, scale): (RequestSpan<'_>, f64),
         (keep_only, keep): (&Admission, &Profile),
     ) -> Result<(Vec<Admission>, Vec<(Layout, CopyIo, f64)>), EvalError> {
         let (mut shares, mut moved) = (Vec::new(), Vec::new());
@@ -489,7 +491,11 @@ impl<'a> Runner<'a> {
     /// and reads originals the replicas would have served: the layout is replayed twice,
     /// and the first replay's excess over the second is that cost (0 for every other
     /// layout).
-    fn predict_plan(&self, trial: Layout, tail: &[Request]) -> Result<(Profile, f64), EvalError> {
+    fn predict_plan(
+        &self,
+        trial: Layout,
+        tail: RequestSpan<'_>,
+    ) -> Result<(Profile, f64), EvalError> {
         if !matches!(&trial, Layout::Replicated(r) if r.set.has_pending()) {
             return Ok((self.shadow_profile(trial, tail)?, 0.0));
         }
@@ -497,7 +503,7 @@ impl<'a> Runner<'a> {
         let first = replay::normal(
             &self.cfg.device,
             self.cfg.speed,
-            tail,
+            tail.iter(),
             1,
             shared.clone(),
             &[],
@@ -540,18 +546,22 @@ impl<'a> Runner<'a> {
     }
 
     /// A shadow replay of `reqs` on `layout` (unguarded): busy time and each request's.
-    fn shadow_profile(&self, layout: Layout, reqs: &[Request]) -> Result<Profile, EvalError> {
-        replay::shadow_profile(&self.cfg.device, self.cfg.speed, reqs, layout)
+    fn shadow_profile(&self, layout: Layout, reqs: RequestSpan<'_>) -> Result<Profile, EvalError> {
+        replay::shadow_profile(&self.cfg.device, self.cfg.speed, reqs.iter(), layout)
     }
 
     /// Busy seconds of `reqs` on `layout` (unguarded) and on the plain layout.
-    fn shadow_vs_plain(&self, layout: Layout, reqs: &[Request]) -> Result<(f64, f64), EvalError> {
-        let busy = replay::shadow(&self.cfg.device, self.cfg.speed, reqs, layout)?;
+    fn shadow_vs_plain(
+        &self,
+        layout: Layout,
+        reqs: RequestSpan<'_>,
+    ) -> Result<(f64, f64), EvalError> {
+        let busy = replay::shadow(&self.cfg.device, self.cfg.speed, reqs.iter(), layout)?;
         Ok((busy, self.vanilla_busy_of(reqs)?))
     }
 
-    fn vanilla_busy_of(&self, reqs: &[Request]) -> Result<f64, EvalError> {
-        let key = self.range_of(reqs);
+    fn vanilla_busy_of(&self, reqs: RequestSpan<'_>) -> Result<f64, EvalError> {
+        let key = range_of(reqs);
         if let Some(b) = self.vanilla_busy.borrow().get(&key) {
             return Ok(b.busy_s);
         }
@@ -559,7 +569,7 @@ impl<'a> Runner<'a> {
             return Ok(b);
         }
         let home = Layout::Home(self.w.geo);
-        let b = replay::shadow(&self.cfg.device, self.cfg.speed, reqs, home)?;
+        let b = replay::shadow(&self.cfg.device, self.cfg.speed, reqs.iter(), home)?;
         self.vanilla_busy_s.borrow_mut().insert(key, b);
         Ok(b)
     }
@@ -569,27 +579,18 @@ impl<'a> Runner<'a> {
     /// devices (only their numbers differ, which no model reads), so a later policy's
     /// record of realized savings (`vanilla_busy_of` over the whole phase) need not
     /// replay it again.
-    fn note_plain_busy(&self, reqs: &[Request], busy_s: f64) {
-        let key = self.range_of(reqs);
+    fn note_plain_busy(&self, reqs: RequestSpan<'_>, busy_s: f64) {
+        let key = range_of(reqs);
         self.vanilla_busy_s
             .borrow_mut()
             .entry(key)
             .or_insert(busy_s);
     }
 
-    /// (first request, count) of `reqs`, a range of the trace's requests.
-    fn range_of(&self, reqs: &[Request]) -> (usize, usize) {
-        let base = self.w.requests.as_ptr() as usize;
-        (
-            (reqs.as_ptr() as usize - base) / std::mem::size_of::<Request>(),
-            reqs.len(),
-        )
-    }
-
     /// The plain layout's shadow replay of `reqs`, a range of the trace's requests
     /// (the same for every policy, so kept).
-    fn vanilla_profile_of(&self, reqs: &[Request]) -> Result<Rc<Profile>, EvalError> {
-        let key = self.range_of(reqs);
+    fn vanilla_profile_of(&self, reqs: RequestSpan<'_>) -> Result<Rc<Profile>, EvalError> {
+        let key = range_of(reqs);
         if let Some(b) = self.vanilla_busy.borrow().get(&key) {
             return Ok(b.clone());
         }
@@ -624,7 +625,8 @@ impl<'a> Runner<'a> {
         if !matches!(layout, Layout::Bopt(_) | Layout::Replicated(_)) {
             return Ok(Vec::new());
         }
-        let chunks: Vec<&[Request]> = self.w.requests[start..end].chunks(epoch).collect();
+        let phase = self.w.requests.span().sub(start..end);
+        let chunks: Vec<RequestSpan> = phase.chunks(epoch).collect();
         let mut guarded = vec![first_guarded];
         let shared = share(layout.clone());
         let (mut twin_s, mut plain_s) = (0.0, 0.0);
@@ -632,7 +634,7 @@ impl<'a> Runner<'a> {
             twin_s += replay::normal(
                 &self.cfg.device,
                 self.cfg.speed,
-                chunk,
+                chunk.iter(),
                 1,
                 shared.clone(),
                 &[],
@@ -640,7 +642,7 @@ impl<'a> Runner<'a> {
             )?
             .summary
             .busy_time_s;
-            plain_s += self.vanilla_busy_of(chunk)?;
+            plain_s += self.vanilla_busy_of(*chunk)?;
             let was_guarded = guarded.last() == Some(&true);
             guarded.push(stays_guarded(was_guarded, twin_s, plain_s));
         }
@@ -667,7 +669,8 @@ impl Runner<'_> {
         let mut home = Vec::new();
         layout.clone().send_permuted_home(&mut home);
         let home_s = replay::copies(&self.cfg.device, &home)?.summary.busy_time_s;
-        let chunks: Vec<&[Request]> = self.w.requests[start..end].chunks(epoch).collect();
+        let phase = self.w.requests.span().sub(start..end);
+        let chunks: Vec<RequestSpan> = phase.chunks(epoch).collect();
         let mut guarded = vec![false];
         let mut loss = 0.0;
         for chunk in &chunks[..chunks.len() - 1] {
@@ -675,7 +678,7 @@ impl Runner<'_> {
                 guarded.push(true);
                 continue;
             }
-            let (busy, plain) = self.shadow_vs_plain(layout.clone(), chunk)?;
+            let (busy, plain) = self.shadow_vs_plain(layout.clone(), *chunk)?;
             loss += busy - plain;
             guarded.push(loss >= home_s);
         }
@@ -699,11 +702,17 @@ fn stays_guarded(was_guarded: bool, twin_s: f64, plain_s: f64) -> bool {
 }
 
 /// The phase just ended joins the learning state, which then decays into the next epoch.
-fn learn_phase(state: Option<&mut LearningState>, phase: &[Request]) {
+fn learn_phase(state: Option<&mut LearningState>, phase: RequestSpan<'_>) {
     if let Some(s) = state {
         s.learn(phase);
         s.next_epoch();
     }
+}
+
+/// (first request, count) of `reqs`, a range of the trace's requests: the key of the
+/// plain layout's cached replays.
+fn range_of(reqs: RequestSpan<'_>) -> (usize, usize) {
+    (reqs.first_index(), reqs.len())
 }
 
 fn dev_request(r: &Request) -> reblock_device::DevRequest {

@@ -9,18 +9,17 @@
 use std::borrow::Cow;
 
 use reblock_layout::{BoptConfig, BoptPosition, Geometry};
-use reblock_trace::Request;
+use reblock_trace::{Request, RequestLog, RequestSpan};
 
 use crate::config::{BoptAt, BoptSize, DataArea, EvalConfig};
 use crate::results::GeometrySummary;
 use crate::EvalError;
 
 /// The trace ready to replay and the geometry it replays on. The requests are the
-/// caller's own when none needed folding (the usual case): a copy of a 20-million-request
-/// trace would cost 800 MB.
+/// caller's own log when none needed folding (the usual case): no copy.
 #[derive(Clone, Debug)]
 pub struct Workload<'t> {
-    pub requests: Cow<'t, [Request]>,
+    pub requests: Cow<'t, RequestLog>,
     pub geo: Geometry,
     pub summary: GeometrySummary,
 }
@@ -44,10 +43,11 @@ pub fn bopt_pages(bopt_size_bytes: u64, page_sectors: u32) -> (u64, u64) {
 
 /// Sizes the data area and BOPT on a device of `capacity_sectors`, and folds requests.
 pub fn prepare<'t>(
-    requests: &'t [Request],
+    log: &'t RequestLog,
     cfg: &EvalConfig,
     capacity_sectors: u64,
 ) -> Result<Workload<'t>, EvalError> {
+    let requests = log.span();
     let ps = u64::from(cfg.page_sectors);
     let page_bytes = ps * 512;
     let bopt_size_bytes = match cfg.bopt_size {
@@ -100,7 +100,7 @@ pub fn prepare<'t>(
         meta_sectors: 0,
     })
     .map_err(|e| EvalError::Setup(format!("BOPT geometry: {e}")))?;
-    let (requests, wrapped) = fold(requests, data_sectors, cfg.wrap)?;
+    let (requests, wrapped) = fold(log, data_sectors, cfg.wrap)?;
     let summary = GeometrySummary {
         device_capacity_sectors: capacity_sectors,
         data_sectors,
@@ -125,7 +125,7 @@ pub fn prepare<'t>(
 /// more than once (a page read once gains nothing from being placed), grown by the
 /// write buffer's share, in whole MiB; at least 4 MiB, at most a tenth of the device.
 /// Copies are admitted only where they pay, so a generous region costs nothing unused.
-pub fn auto_bopt_bytes(requests: &[Request], cfg: &EvalConfig, capacity_sectors: u64) -> u64 {
+pub fn auto_bopt_bytes(requests: RequestSpan<'_>, cfg: &EvalConfig, capacity_sectors: u64) -> u64 {
     let page = reblock_layout::PageSize::new(cfg.page_sectors).expect("validated page size");
     let mut reads: rustc_hash::FxHashMap<u64, u32> = rustc_hash::FxHashMap::default();
     for r in requests.iter().filter(|r| !r.op.is_write()) {
@@ -143,31 +143,60 @@ pub fn auto_bopt_bytes(requests: &[Request], cfg: &EvalConfig, capacity_sectors:
 }
 
 /// The median start sector of the requests: where the mean distance to them is least.
-fn median_sector(requests: &[Request]) -> u64 {
-    let mut sectors: Vec<u64> = requests.iter().map(|r| r.sector).collect();
-    if sectors.is_empty() {
+/// The value `select_nth_unstable` would pick at the middle of the sorted sectors, found
+/// without holding every sector: a histogram of 2^16 buckets narrows the range that holds
+/// it, pass after pass, until the sectors inside it are few enough to hold and select.
+fn median_sector(requests: RequestSpan<'_>) -> u64 {
+    median_holding(requests, 1 << 20)
+}
+
+/// [`median_sector`], holding at most about `few` sectors at once.
+fn median_holding(requests: RequestSpan<'_>, few: usize) -> u64 {
+    if requests.is_empty() {
         return 0;
     }
-    let mid = sectors.len() / 2;
-    *sectors.select_nth_unstable(mid).1
+    // The candidates: sectors in lo..=hi, of which the one at `rank` in order.
+    let (mut lo, mut hi, mut rank, mut inside) =
+        (0u64, u64::MAX, requests.len() / 2, requests.len());
+    let sectors = || requests.iter().map(|r| r.sector);
+    while inside > few && lo < hi {
+        let shift = (64 - (hi - lo).leading_zeros()).saturating_sub(16);
+        let mut counts = vec![0usize; 1 << 16];
+        for s in sectors().filter(|s| (lo..=hi).contains(s)) {
+            counts[((s - lo) >> shift) as usize] += 1;
+        }
+        let mut before = 0;
+        let bucket = (counts.iter().position(|&c| {
+            before += c;
+            before > rank
+        }))
+        .expect("rank is below the count inside");
+        before -= counts[bucket];
+        rank -= before;
+        inside = counts[bucket];
+        lo += (bucket as u64) << shift;
+        hi = hi.min(lo.saturating_add((1u64 << shift) - 1));
+    }
+    let mut held: Vec<u64> = sectors().filter(|s| (lo..=hi).contains(s)).collect();
+    *held.select_nth_unstable(rank).1
 }
 
 /// Requests inside `0 .. data_sectors`, folded when `wrap`; the count folded. Borrowed
 /// when every request is inside already.
 fn fold(
-    requests: &[Request],
+    requests: &RequestLog,
     data: u64,
     wrap: bool,
-) -> Result<(Cow<'_, [Request]>, u64), EvalError> {
+) -> Result<(Cow<'_, RequestLog>, u64), EvalError> {
     if requests.iter().all(|r| r.end_sector() <= data) {
         return Ok((Cow::Borrowed(requests), 0));
     }
     let mut wrapped = 0;
-    let mut out = Vec::with_capacity(requests.len());
+    let mut out = RequestLog::new();
     for (i, r) in requests.iter().enumerate() {
         let n = u64::from(r.sectors);
         if r.end_sector() <= data {
-            out.push(*r);
+            out.push(r);
             continue;
         }
         if !wrap || n > data {
@@ -186,8 +215,59 @@ fn fold(
         wrapped += 1;
         out.push(Request {
             sector: (r.sector % data).min(data - n),
-            ..*r
+            ..r
         });
     }
+    out.shrink_to_fit();
     Ok((Cow::Owned(out), wrapped))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reblock_trace::{Op, RequestLog};
+
+    fn at(sector: u64) -> Request {
+        Request {
+            ts_ns: 0,
+            pid: None,
+            command: 0,
+            device: 0,
+            sector,
+            sectors: 1,
+            op: Op::Read,
+        }
+    }
+
+    #[test]
+    fn the_median_is_what_selecting_from_every_sector_gives() {
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut rand = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let shapes: [&dyn Fn(u64) -> u64; 4] = [
+            &|r| r,
+            &|r| r % 1000,
+            &|r| if r % 3 == 0 { 77 } else { r >> 30 },
+            &|r| (r % 5) << 60,
+        ];
+        for shape in shapes {
+            for n in [1, 2, 3, 10, 999, 5000] {
+                let sectors: Vec<u64> = (0..n).map(|_| shape(rand())).collect();
+                let log: RequestLog = sectors.iter().map(|&s| at(s)).collect();
+                let mut sorted = sectors.clone();
+                sorted.sort_unstable();
+                for few in [1, 16, 1 << 20] {
+                    assert_eq!(
+                        median_holding(log.span(), few),
+                        sorted[n / 2],
+                        "n {n} few {few}"
+                    );
+                }
+            }
+        }
+    }
 }

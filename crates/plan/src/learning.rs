@@ -10,6 +10,8 @@
 //! kept in fixed point ([`LearningState::UNIT`] per request), so that a transition seen
 //! once fades over several epochs instead of vanishing at the first rounding.
 
+use std::borrow::Borrow;
+
 use crate::graph::{Extent, GraphOptions, ProcessGraphs, ProcessKey, ProcessVertex};
 use crate::master::MasterGraph;
 use reblock_layout::{SealError, SealKind};
@@ -89,9 +91,9 @@ impl LearningState {
     }
 
     /// Adds requests to the current epoch.
-    pub fn learn<'r>(&mut self, requests: impl IntoIterator<Item = &'r Request>) {
+    pub fn learn<R: Borrow<Request>>(&mut self, requests: impl IntoIterator<Item = R>) {
         for r in requests {
-            self.graphs.add_weighted(r, Self::UNIT);
+            self.graphs.add_weighted(r.borrow(), Self::UNIT);
         }
     }
 
@@ -111,7 +113,7 @@ impl LearningState {
     /// The master graph of what was learnt plus `more` requests of the current epoch,
     /// leaving this state as it is (a plan, or the trial of a plan made without its last
     /// requests).
-    pub fn graph_with(&self, more: &[Request]) -> MasterGraph {
+    pub fn graph_with<R: Borrow<Request>>(&self, more: impl IntoIterator<Item = R>) -> MasterGraph {
         let mut s = self.clone();
         s.learn(more);
         s.graph()
@@ -304,7 +306,7 @@ mod tests {
     #[test]
     fn decayed_counts_fade_and_the_coldest_vertices_go_first() {
         let mut s = LearningState::new(0.5, 1 << 20).unwrap();
-        s.learn(&[req(1, 0), req(1, 64), req(1, 0), req(1, 64)]);
+        s.learn([req(1, 0), req(1, 64), req(1, 0), req(1, 64)]);
         s.next_epoch();
         // Hits 2 -> 1 after one epoch; edge 0->64 (2) -> 1, 64->0 (1) -> 0.5 rounds to 1.
         let g = s.graph();
@@ -319,7 +321,7 @@ mod tests {
         assert!(s.graph().is_empty());
         assert_eq!(s.vertices(), 2);
         let mut small = LearningState::new(1.0, 2).unwrap();
-        small.learn(&[req(1, 0), req(1, 64), req(1, 128), req(1, 128), req(1, 64)]);
+        small.learn([req(1, 0), req(1, 64), req(1, 128), req(1, 128), req(1, 64)]);
         small.next_epoch();
         let g = small.graph();
         let kept: Vec<u64> = g.vertices().iter().map(|v| v.extent.start_sector).collect();
@@ -330,9 +332,9 @@ mod tests {
     #[test]
     fn bytes_round_trip_and_damage_is_detected() {
         let mut s = LearningState::new(0.75, 1000).unwrap();
-        s.learn(&day(0));
+        s.learn(day(0));
         s.next_epoch();
-        s.learn(&day(8));
+        s.learn(day(8));
         let bytes = s.to_bytes();
         let back = LearningState::from_bytes(&bytes).unwrap();
         assert_eq!(summary(&back.graph()), summary(&s.graph()));

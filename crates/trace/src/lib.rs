@@ -9,6 +9,7 @@
 pub mod columnar;
 pub mod error;
 pub mod format;
+pub mod log;
 pub mod order;
 pub mod parquet;
 pub mod reader;
@@ -17,6 +18,7 @@ pub mod request;
 pub use columnar::Trace;
 pub use error::{BadLine, FieldError, FormatGuess, LateRequest, TraceError};
 pub use format::{formats, LineFormat, ParseState, Parsed};
+pub use log::{AsRequestLog, RequestIter, RequestLog, RequestSpan};
 pub use order::{OrderStats, TimeOrder, DEFAULT_REORDER_WINDOW_NS};
 pub use reader::{FormatChoice, ReadOptions, TraceReader};
 pub use request::{
