@@ -366,6 +366,7 @@ pub fn plan_guarded(
     let trial = placement_of(engine, policy, learnt, &requests[..split])?;
     let b = Backtest {
         tail,
+        before: &requests[..split],
         scale: next_requests as f64 / tail.len().max(1) as f64,
     };
     let admission = model

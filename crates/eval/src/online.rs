@@ -3,7 +3,7 @@
 //! ([`crate::run`]), over the server's recent requests, decided by the layout crate's
 //! [`Admission::choose`] that `evaluate` uses.
 
-use reblock_layout::admission::paired_stderr_s;
+use reblock_layout::admission::{paired_stderr_s, recurrence};
 use reblock_layout::{Admission, Choice, Indirector, ScheduleOptions};
 use reblock_plan::Placement;
 use reblock_trace::Request;
@@ -22,9 +22,18 @@ pub struct AdmissionModel {
 pub struct Backtest<'a> {
     /// Recent requests (FS sectors of the data area) replayed on each candidate.
     pub tail: &'a [Request],
+    /// The requests before them that the trial was planned from: how much of the tail
+    /// they had seen is the evidence that the workload recurs
+    /// ([`Admission::recurrence`]).
+    pub before: &'a [Request],
     /// Next phase's expected length over the tail's (predictions are scaled by it).
     pub scale: f64,
 }
+
+/// Re-plans ahead a layout installed online is counted over at most (each discounted by
+/// the workload's recurrence, see [`Admission::horizon`]): a server does not know how long
+/// it will run, and a later re-plan replaces the layout anyway.
+pub const ONLINE_PHASES_AHEAD: u64 = 3;
 
 impl AdmissionModel {
     /// `device`: a spec as `evaluate --device` takes it (e.g. `hdd:wd2500aaks`).
@@ -61,6 +70,13 @@ impl AdmissionModel {
         let keep = shadow(now.clone())?;
         let mut home = plan.clone();
         home.ranges.clear();
+        let extent = |r: &Request| (r.sector, r.sectors);
+        let page_sectors = current.geometry().page.sectors_u32();
+        let recurrence = recurrence(
+            b.before.iter().map(extent),
+            b.tail.iter().map(extent),
+            page_sectors,
+        );
         let keep_only = Admission {
             choice: Choice::Keep,
             predicted_plan_busy_s: keep.busy_s * b.scale,
@@ -68,12 +84,14 @@ impl AdmissionModel {
             predicted_plain_busy_s: plain.busy_s * b.scale,
             plan_copy_busy_s: 0.0,
             home_copy_busy_s: self.copy_busy_s(&now, &home)?,
-            // Online a layout stays until the next re-plan replaces it: the full horizon.
-            horizon_phases: Admission::horizon(u64::MAX),
+            horizon_phases: Admission::horizon(ONLINE_PHASES_AHEAD, recurrence),
             plan_saving_stderr_s: 0.0,
             plain_saving_stderr_s: paired_stderr_s(&plain.service_ns, &keep.service_ns) * b.scale,
             plan_share: 0.0,
             plan_trust: 1.0,
+            recurrence,
+            backtest_requests: b.tail.len() as u64,
+            next_phase_share: 1.0,
         };
         let mut shares = Vec::new();
         for share in Admission::PLAN_SHARES {
