@@ -17,7 +17,6 @@ use std::sync::Arc;
 
 use reblock_freespace::FreeExtents;
 
-use reblock_layout::admission::{paired_stderr_s, recurrence};
 use reblock_layout::ScheduleOptions;
 use reblock_plan::{LearningState, Placement, PlanParams, TargetSpace};
 use reblock_trace::Request;
@@ -26,6 +25,7 @@ use rustc_hash::FxHashMap;
 use crate::config::{EvalConfig, Interval, Trigger};
 use crate::layout::{share, CopyIo, Layout};
 use crate::learnt::Learnt;
+use crate::online;
 use crate::planner::PlanCost;
 use crate::replay::{self, Measured, Profile};
 use crate::replicas::{DiskModel, Replicated};
@@ -232,16 +232,15 @@ impl<'a> Runner<'a> {
         left_ns.div_ceil(self.span_ns).max(1)
     }
 
-    /// [`Admission::recurrence`] of the backtest `tail`: the share of its pages the
-    /// requests before it touched.
+    /// [`Admission::recurrence`] of the backtest `tail` over the requests before it (the
+    /// same for every policy, so kept).
     fn recurrence_of(&self, tail: &[Request]) -> f64 {
         let key = self.range_of(tail);
         if let Some(&r) = self.recurrence.borrow().get(&key) {
             return r;
         }
-        let extent = |r: &Request| (r.sector, r.sectors);
-        let before = self.w.requests[..key.0].iter().map(extent);
-        let r = recurrence(before, tail.iter().map(extent), self.cfg.page_sectors);
+        let before = &self.w.requests[..key.0];
+        let r = online::tail_recurrence(tail, before, self.cfg.page_sectors);
         self.recurrence.borrow_mut().insert(key, r);
         r
     }
@@ -426,24 +425,12 @@ impl<'a> Runner<'a> {
         home.ranges.clear();
         home.replicas.clear();
         let home = self.moved_to(layout, &home)?;
-        let recurrence = self.recurrence_of(tail);
-        let (next_phase_share, per_phase) = Admission::drift(recurrence, scale);
-        let keep_only = Admission {
-            choice: Choice::Keep,
-            predicted_plan_busy_s: keep.busy_s * scale,
-            predicted_keep_busy_s: keep.busy_s * scale,
-            predicted_plain_busy_s: plain.busy_s * scale,
-            plan_copy_busy_s: 0.0,
-            home_copy_busy_s: home.2,
-            horizon_phases: Admission::horizon(phases_left, per_phase),
-            plan_saving_stderr_s: 0.0,
-            plain_saving_stderr_s: paired_stderr_s(&plain.service_ns, &keep.service_ns) * scale,
-            plan_share: 0.0,
-            plan_trust: trust,
-            recurrence,
-            backtest_requests: tail.len() as u64,
-            next_phase_share,
-        };
+        let keep_only = online::unplanned(
+            (&keep, &plain),
+            (tail.len(), self.recurrence_of(tail)),
+            (scale, phases_left),
+            (home.2, trust),
+        );
         let (shares, mut moved) =
             self.share_admissions(layout, (&raw, &early), (tail, scale), (&keep_only, &keep))?;
         let best = Admission::best_share(&shares).expect("at least the whole plan");
@@ -500,13 +487,11 @@ impl<'a> Runner<'a> {
             trial.reconfigure(&layout.stable(&early.leading(share)), &self.schedule)?;
             let (tried, making_s) = self.predict_plan(trial, tail)?;
             let plan = self.moved_to(layout, &layout.stable(&raw.leading(share)))?;
-            shares.push(Admission {
-                predicted_plan_busy_s: tried.busy_s * scale,
-                plan_copy_busy_s: plan.2 + making_s * scale,
-                plan_saving_stderr_s: paired_stderr_s(&tried.service_ns, &keep.service_ns) * scale,
-                plan_share: share,
-                ..*keep_only
-            });
+            shares.push(online::with_trial(
+                keep_only,
+                (keep, &tried, scale),
+                (share, plan.2 + making_s * scale),
+            ));
             moved.push(plan);
             if raw.space != TargetSpace::ReadCache {
                 break;
@@ -540,21 +525,9 @@ impl<'a> Runner<'a> {
         Ok((steady, making_s))
     }
 
-    /// The parameters of the trial plan, made from the training without the phase's
-    /// tail (`share` of its weight), and of the real plan, made from all of it: the
-    /// edge-weight floor is scaled down with `share`, so that a transition seen once in
-    /// each of two days is kept by both (with the full floor, the start-up capture's
-    /// first trial, one day of training, placed nothing). The real plan takes the same
-    /// floor: made with the full one, it placed half of what its trial was judged with at
-    /// the capture's first boundary (a trial predicted 4.26 s against 9.76 s kept; the
-    /// plan placed reached 6.86 s against 9.38 s, its N1 hit rate 37%), and the rest
-    /// waited for a second round of copies.
+    /// [`online::trial_params`] with this run's floor.
     fn trial_params(&self, share: f64) -> PlanParams {
-        let floor = (self.cfg.min_edge_weight as f64 * share).round() as u64;
-        PlanParams {
-            min_edge_weight: floor.max(1),
-            ..self.params()
-        }
+        online::trial_params(self.params(), share)
     }
 
     /// `layout` turned into `placement`'s, the copies that took, and their busy time.
