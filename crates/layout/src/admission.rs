@@ -308,10 +308,15 @@ impl Admission {
             Choice::Home => "the plain layout beats the one in place, copies included",
         };
         format!(
-            "{what}: over {:.2} phases against keeping ({:.3} s a phase), the plan \
-             ({:.0}% of its pages, {:.0}% of its saving trusted) {plan_vs_keep:+.3} s \
-             ({:.3} s busy ± {:.3} s + {:.3} s copies), home {home_vs_keep:+.3} s ({:.3} s busy ± {:.3} s + {:.3} s copies)",
+            "{what}: over {:.2} phases (the {} backtest requests repeated {:.0}% of their \
+             pages, the next phase keeps {:.0}% of the saving) against keeping ({:.3} s a \
+             phase), the plan ({:.0}% of its pages, {:.0}% of its saving trusted) \
+             {plan_vs_keep:+.3} s ({:.3} s busy ± {:.3} s + {:.3} s copies), home \
+             {home_vs_keep:+.3} s ({:.3} s busy ± {:.3} s + {:.3} s copies)",
             self.horizon_phases,
+            self.backtest_requests,
+            self.recurrence * 100.0,
+            self.next_phase_share * 100.0,
             self.predicted_keep_busy_s,
             self.plan_share * 100.0,
             self.plan_trust * 100.0,
@@ -383,6 +388,14 @@ mod tests {
         assert!((a.plan_vs_keep_s() - 1.0).abs() < 1e-12);
         assert!(
             a.reason().contains("0% of its saving trusted"),
+            "{}",
+            a.reason()
+        );
+        a.recurrence = 0.98;
+        a.backtest_requests = 1612;
+        assert!(
+            a.reason()
+                .contains("1612 backtest requests repeated 98% of their pages"),
             "{}",
             a.reason()
         );
