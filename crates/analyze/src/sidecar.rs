@@ -1,5 +1,6 @@
 //! The optional `<trace>.meta.json` beside a trace (as the captured traces carry): the
-//! device's size in `device_sectors`, a description, and "DAY N START" markers.
+//! device's size in `device_sectors`, the drive's model in `device_model`, a description,
+//! and "DAY N START" markers.
 
 use std::path::{Path, PathBuf};
 
@@ -15,16 +16,20 @@ pub struct Sidecar {
     pub requests: Option<u64>,
     /// Timestamps of the "DAY N START" markers, ascending.
     pub day_starts_ns: Vec<u64>,
+    /// The drive the capture was made on, as `device_model` names it: a device spec
+    /// (`hdd:wd2500aaks`) or the model string the kernel reports (`WDC WD2500AAKS-00B3A0`).
+    pub device_model: Option<String>,
 }
 
 /// Where a trace's sidecar may be: `<trace>.meta.json`, then the trace's name with its
-/// extensions (.zst, .gz, .txt, .trace, .csv) removed one by one, plus `.meta.json`
-/// (`dev_kernel.trace.txt` -> `dev_kernel.meta.json`).
+/// extensions (.zst, .gz, .txt, .trace, .csv, .parquet) removed one by one, plus
+/// `.meta.json` (`dev_kernel.trace.txt` -> `dev_kernel.meta.json`; a notebook's
+/// `startup.parquet` finds the capture's `startup.meta.json`).
 pub fn candidates(trace: &Path) -> Vec<PathBuf> {
     let mut out = vec![PathBuf::from(format!("{}.meta.json", trace.display()))];
     let mut stem = trace.to_path_buf();
     while let Some(ext) = stem.extension().and_then(|e| e.to_str()) {
-        if !["zst", "gz", "txt", "trace", "csv"].contains(&ext) {
+        if !["zst", "gz", "txt", "trace", "csv", "parquet"].contains(&ext) {
             break;
         }
         stem.set_extension("");
@@ -33,16 +38,44 @@ pub fn candidates(trace: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Reads the first sidecar that exists; a sidecar that exists but is malformed is an
-/// error naming the file and key.
+/// Reads every sidecar that exists, nearest name first, and merges them: each field comes
+/// from the nearest sidecar that has it. A recorder writes `<trace>.meta.json` with the
+/// device's size only, while a capture script's `<name>.meta.json` holds the day spans;
+/// taking the first file alone would hide the days. A sidecar that exists but is
+/// malformed is an error naming the file and key.
 pub fn find(trace: &Path) -> Result<Option<Sidecar>, String> {
+    let mut merged: Option<Sidecar> = None;
     for c in candidates(trace) {
-        if c.is_file() {
-            let text = std::fs::read_to_string(&c).map_err(|e| format!("{}: {e}", c.display()))?;
-            return parse(&text, &c).map(Some);
+        if !c.is_file() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&c).map_err(|e| format!("{}: {e}", c.display()))?;
+        let next = parse(&text, &c)?;
+        merged = Some(match merged {
+            None => next,
+            Some(m) => m.or(next),
+        });
+    }
+    Ok(merged)
+}
+
+impl Sidecar {
+    /// `self`, with each field it lacks taken from `farther`.
+    fn or(self, farther: Sidecar) -> Sidecar {
+        Sidecar {
+            path: self.path,
+            device_bytes: self.device_bytes.or(farther.device_bytes),
+            workload: self.workload.or(farther.workload),
+            description: self.description.or(farther.description),
+            requests: self.requests.or(farther.requests),
+            device_model: self.device_model.or(farther.device_model),
+            day_starts_ns: if self.day_starts_ns.is_empty() {
+                farther.day_starts_ns
+            } else {
+                self.day_starts_ns
+            },
         }
     }
-    Ok(None)
 }
 
 pub fn parse(text: &str, path: &Path) -> Result<Sidecar, String> {
@@ -75,7 +108,15 @@ pub fn parse(text: &str, path: &Path) -> Result<Sidecar, String> {
             }
         }
     }
+    // A capture script's day spans: `"days": [{"day": 1, "start_ns": .., "end_ns": ..}]`.
+    if let Some(days) = v.get("days").and_then(|d| d.as_array()) {
+        for d in days {
+            let t = d.get("start_ns").and_then(|t| t.as_u64());
+            day_starts_ns.push(t.ok_or_else(|| bad("days[].start_ns", "not a whole number"))?);
+        }
+    }
     day_starts_ns.sort_unstable();
+    day_starts_ns.dedup();
     Ok(Sidecar {
         path: path.to_path_buf(),
         device_bytes,
@@ -83,6 +124,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Sidecar, String> {
         description: text_of("description"),
         requests: v.get("requests").and_then(|x| x.as_u64()),
         day_starts_ns,
+        device_model: text_of("device_model").filter(|m| !m.trim().is_empty()),
     })
 }
 
@@ -93,7 +135,9 @@ pub fn interval(spec: &str, meta: Option<&Sidecar>) -> Result<crate::Interval, S
     if spec == "days" {
         let Some(m) = meta.filter(|m| !m.day_starts_ns.is_empty()) else {
             return Err(
-                "--interval days: the trace has no .meta.json with \"DAY N START\" markers".into(),
+                "--interval days: the trace has no .meta.json with \"DAY N START\" markers \
+                 or \"days\" spans"
+                    .into(),
             );
         };
         return Ok(crate::Interval::Starts {
@@ -112,6 +156,35 @@ mod tests {
         let c = candidates(Path::new("/t/dev_kernel.trace.txt.zst"));
         assert_eq!(c[0], PathBuf::from("/t/dev_kernel.trace.txt.zst.meta.json"));
         assert!(c.contains(&PathBuf::from("/t/dev_kernel.meta.json")));
+    }
+
+    #[test]
+    fn a_recorders_sidecar_and_a_capture_scripts_are_merged() {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = dir.path().join("startup.trace.txt");
+        std::fs::write(
+            dir.path().join("startup.trace.txt.meta.json"),
+            r#"{"device_sectors": 64}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("startup.meta.json"),
+            r#"{"device_sectors": 8, "workload": "start-up", "days": [
+                {"day": 2, "start_ns": 900, "end_ns": 950},
+                {"day": 1, "start_ns": 100, "end_ns": 150}]}"#,
+        )
+        .unwrap();
+        let s = find(&trace).unwrap().unwrap();
+        assert_eq!(s.device_bytes, Some(64 * 512), "the nearer file wins");
+        assert_eq!(s.workload.as_deref(), Some("start-up"));
+        assert_eq!(s.day_starts_ns, vec![100, 900]);
+        let parquet = dir.path().join("startup.parquet");
+        assert_eq!(
+            find(&parquet).unwrap().unwrap().day_starts_ns,
+            vec![100, 900]
+        );
+        let bad = parse(r#"{"days": [{"start_ns": -1}]}"#, Path::new("y.meta.json"));
+        assert!(bad.unwrap_err().contains("days[].start_ns"));
     }
 
     #[test]

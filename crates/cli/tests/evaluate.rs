@@ -91,6 +91,37 @@ fn evaluate_json_is_one_consistent_object() {
 }
 
 #[test]
+fn a_run_without_reconfiguration_reports_plus_zero_copy_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = trace(dir.path());
+    let out = reblock()
+        .args([
+            "evaluate",
+            t.to_str().unwrap(),
+            "--device",
+            "hdd:cheetah15k5",
+        ])
+        .args(["--policies", "vanilla,borg", "--interval", "0"])
+        .args(["--format", "native", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("-0.0"), "a negative zero in {text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    for name in ["vanilla", "borg"] {
+        let r = v["policies"][name]["reconfig_busy_time_s"]
+            .as_f64()
+            .unwrap();
+        assert!(r == 0.0 && r.is_sign_positive(), "{name}: {r}");
+    }
+}
+
+#[test]
 fn sweep_runs_one_point_per_value_and_a_bad_spec_names_the_bad_part() {
     let dir = tempfile::tempdir().unwrap();
     let t = trace(dir.path());

@@ -161,8 +161,9 @@ fn progress_in_a_log_file_is_plain_lines() {
     );
 }
 
-/// A trace reaching past the default 2 GB Barracuda: without `--device`, evaluate picks
-/// a disk that holds the trace's span, says so on stderr and in the JSON.
+/// A trace reaching past the 2 GB Barracuda: without `--device`, evaluate puts it on the
+/// default desktop drive, which holds the trace's span, and says so and why on stderr and
+/// in the JSON.
 #[test]
 fn evaluate_without_a_device_sizes_it_from_the_trace() {
     let dir = tempfile::tempdir().unwrap();
@@ -176,11 +177,14 @@ fn evaluate_without_a_device_sizes_it_from_the_trace() {
     assert!(out.status.success(), "{err}");
     assert!(err.contains("no --device given"), "{err}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["device_choice"]["device"], "hdd:cheetah15k5", "{v}");
+    assert_eq!(v["device_choice"]["device"], "hdd:wd2500aaks", "{v}");
     assert_eq!(v["device_choice"]["data_area_from"], "trace span");
     let data = v["geometry"]["data_sectors"].as_u64().unwrap();
     assert!(data > 4_000_000, "past the Barracuda: {data}");
-    assert_eq!(v["config"]["device"], "hdd:cheetah15k5");
+    assert_eq!(v["config"]["device"], "hdd:wd2500aaks");
+    let why = v["config"]["device_why"].as_str().unwrap();
+    assert!(why.contains("7200 rpm desktop drive"), "{why}");
+    assert!(err.contains(why), "{err}");
 
     // Named explicitly, the old error stays: the user asked for that disk.
     let out = reblock()

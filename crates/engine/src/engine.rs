@@ -321,10 +321,18 @@ impl OpenReport {
                 self.free_map.untrusted_chunks
             ));
         }
-        if !self.unverifiable_pages.is_empty() {
-            out.push(unverifiable_warning(&self.unverifiable_pages));
-        }
         out
+    }
+
+    /// What an unclean stop is expected to leave and is not damage: pages written since
+    /// the last FLUSH whose checksums do not match (the client was never promised them).
+    /// Kept apart from [`OpenReport::warnings`] so that an operator's logs show an
+    /// ordinary crash of an unflushing client as a notice, not as an error.
+    pub fn notices(&self) -> Vec<String> {
+        if self.unverifiable_pages.is_empty() {
+            return Vec::new();
+        }
+        vec![unverifiable_warning(&self.unverifiable_pages)]
     }
 }
 
@@ -526,6 +534,9 @@ impl Engine {
         };
         for w in report.warnings() {
             tracing::error!("{w}");
+        }
+        for n in report.notices() {
+            tracing::warn!("{n}");
         }
         let engine = Engine {
             store,

@@ -26,10 +26,12 @@ pub struct ReplicaEntry {
     pub refcount: u32,
 }
 
-/// The table in memory: one replica per original at most.
+/// The table in memory: any number of replicas per original (FS2 keeps one near each
+/// hot area its block is read from), each replica page holding one original's copy.
 #[derive(Clone, Debug, Default)]
 pub struct ReplicaTable {
-    by_original: BTreeMap<u64, ReplicaEntry>,
+    /// Keyed (original, replica): an original's replicas are one range.
+    by_original: BTreeMap<(u64, u64), ReplicaEntry>,
     by_replica: HashMap<u64, u64>,
     dirty: bool,
     durable_copy: Vec<u32>,
@@ -60,8 +62,11 @@ impl ReplicaTable {
     pub fn full(&self) -> bool {
         self.len() >= MAX_REPLICAS
     }
-    pub fn of_original(&self, page: u64) -> Option<ReplicaEntry> {
-        self.by_original.get(&page).copied()
+    /// The replicas of original `page`, in replica page order.
+    pub fn of_original(&self, page: u64) -> impl Iterator<Item = &ReplicaEntry> {
+        self.by_original
+            .range((page, 0)..=(page, u64::MAX))
+            .map(|(_, e)| e)
     }
     /// True when `page` holds some original's replica, now or on disk.
     pub fn is_replica(&self, page: u64) -> bool {
@@ -70,7 +75,10 @@ impl ReplicaTable {
 
     /// True when a page of `first..end` has a replica or holds one now.
     pub fn of_original_in(&self, first: u64, end: u64) -> bool {
-        self.by_original.range(first..end).next().is_some()
+        self.by_original
+            .range((first, 0)..(end, 0))
+            .next()
+            .is_some()
             || if self.by_replica.len() < (end - first) as usize {
                 self.by_replica.keys().any(|r| (first..end).contains(r))
             } else {
@@ -95,32 +103,32 @@ impl ReplicaTable {
     pub fn insert(&mut self, e: ReplicaEntry) {
         self.used_pages.insert(e.replica);
         self.by_replica.insert(e.replica, e.original);
-        self.by_original.insert(e.original, e);
+        self.by_original.insert((e.original, e.replica), e);
         self.dirty = true;
     }
 
     /// Drops every replica of an original in `first..end` and every replica stored in
     /// `first..end`; returns how many.
     pub fn drop_touching(&mut self, first: u64, end: u64) -> usize {
-        let mut gone: Vec<u64> = self
+        let mut gone: Vec<(u64, u64)> = self
             .by_original
-            .range(first..end)
-            .map(|(&o, _)| o)
+            .range((first, 0)..(end, 0))
+            .map(|(&k, _)| k)
             .collect();
         if self.by_replica.len() < (end - first) as usize {
             gone.extend(
                 self.by_replica
                     .iter()
                     .filter(|(&r, _)| (first..end).contains(&r))
-                    .map(|(_, &o)| o),
+                    .map(|(&r, &o)| (o, r)),
             );
         } else {
-            gone.extend((first..end).filter_map(|r| self.by_replica.get(&r).copied()));
+            gone.extend((first..end).filter_map(|r| Some((*self.by_replica.get(&r)?, r))));
         }
         let mut n = 0;
-        for o in gone {
-            if let Some(e) = self.by_original.remove(&o) {
-                self.by_replica.remove(&e.replica);
+        for k in gone {
+            if self.by_original.remove(&k).is_some() {
+                self.by_replica.remove(&k.1);
                 n += 1;
             }
         }
@@ -136,27 +144,27 @@ impl ReplicaTable {
         std::mem::take(&mut self.used_pages)
     }
 
-    /// Counts a read served from the replica of `original` (not persisted until the
-    /// next commit that writes the table anyway).
-    pub fn touch(&mut self, original: u64, now: u32) {
-        if let Some(e) = self.by_original.get_mut(&original) {
+    /// Counts a read served from the replica of `original` in page `replica` (not
+    /// persisted until the next commit that writes the table anyway).
+    pub fn touch(&mut self, original: u64, replica: u64, now: u32) {
+        if let Some(e) = self.by_original.get_mut(&(original, replica)) {
             e.refcount = e.refcount.saturating_add(1);
             e.last_access = now;
         }
     }
 
-    /// Drops the `n` least recently read replicas (fewest reads first among equals);
-    /// returns how many went.
+    /// Drops the `n` least recently read replicas (fewest reads first among equals),
+    /// each alone (other replicas of its original stay); returns how many went.
     pub fn drop_coldest(&mut self, n: u64) -> usize {
         let mut by_age: Vec<(u32, u32, u64)> = self
             .entries()
-            .map(|e| (e.last_access, e.refcount, e.original))
+            .map(|e| (e.last_access, e.refcount, e.replica))
             .collect();
         by_age.sort_unstable();
         by_age
             .into_iter()
             .take(n as usize)
-            .map(|(_, _, o)| self.drop_touching(o, o + 1))
+            .map(|(_, _, r)| self.drop_touching(r, r + 1))
             .sum()
     }
 
@@ -243,12 +251,14 @@ fn decode_entries(bits: &[u8]) -> Vec<ReplicaEntry> {
 pub struct ReplicaReport {
     pub blocks: FreeMapReport,
     /// Entries refused: past the data area, a replica in a page that is not free, an
-    /// original that is free, or a page named twice.
+    /// original that is free, a replica page named twice, or a page that is both an
+    /// original and a replica.
     pub bad_entries: Vec<String>,
 }
 
 /// Loads the table; an entry is kept only if `valid(original, replica)` (both inside the
-/// data area, the replica page free, the original not) and no page is named twice.
+/// data area, the replica page free, the original not), its replica page is named by no
+/// other entry, and no page is both an original and a replica.
 /// Untrusted blocks lose their entries: a replica is only a copy, the original holds
 /// the data, and a stale entry could serve a copy older than the last write.
 pub fn load(
@@ -270,10 +280,11 @@ pub fn load(
         let Some(block) = choice.block else { continue };
         for e in decode_entries(&block.bits) {
             t.durable_pages.extend([e.original, e.replica]);
-            let twice = t.by_original.contains_key(&e.original)
-                || t.by_replica.contains_key(&e.replica)
+            // An original may have several replicas; a replica page holds one copy
+            // and is no original, and an original is no replica page.
+            let twice = t.by_replica.contains_key(&e.replica)
                 || t.by_replica.contains_key(&e.original)
-                || t.by_original.contains_key(&e.replica);
+                || t.of_original(e.replica).next().is_some();
             if twice || !valid(e.original, e.replica) {
                 rep.bad_entries.push(format!(
                     "replica table block {k}: entry (original {}, replica {}) refused",
@@ -283,7 +294,7 @@ pub fn load(
                 continue;
             }
             t.by_replica.insert(e.replica, e.original);
-            t.by_original.insert(e.original, e);
+            t.by_original.insert((e.original, e.replica), e);
         }
     }
     Ok((t, rep))
@@ -317,6 +328,42 @@ mod tests {
             refcount: 0,
         });
         assert_eq!(t.drop_coldest(1), 1, "the least recently read goes first");
-        assert!(t.of_original(5).is_none() && t.of_original(900).is_some());
+        assert!(t.of_original(5).next().is_none() && t.of_original(900).next().is_some());
+    }
+
+    fn entry(original: u64, replica: u64, last_access: u32) -> ReplicaEntry {
+        ReplicaEntry {
+            original,
+            replica,
+            last_access,
+            refcount: 0,
+        }
+    }
+
+    #[test]
+    fn an_original_keeps_several_replicas_until_it_is_written() {
+        let mut t = ReplicaTable::default();
+        for (r, at) in [(100, 3), (500, 1), (900, 2)] {
+            t.insert(entry(7, r, at));
+        }
+        t.insert(entry(8, 101, 9));
+        let of7: Vec<u64> = t.of_original(7).map(|e| e.replica).collect();
+        assert_eq!(of7, [100, 500, 900]);
+        let back = decode_entries(&t.block_bytes(0));
+        assert_eq!(back, t.entries().copied().collect::<Vec<_>>());
+        // The coldest replica goes alone; the original's others stay.
+        assert_eq!(t.drop_coldest(1), 1);
+        assert_eq!(t.of_original(7).count(), 2);
+        assert!(!t.is_replica(500) || t.named_durably(500, 501));
+        // A write into one replica page drops that replica only.
+        assert_eq!(t.drop_touching(900, 901), 1);
+        assert_eq!(
+            t.of_original(7).map(|e| e.replica).collect::<Vec<_>>(),
+            [100]
+        );
+        // A write of the original drops every replica it has.
+        t.insert(entry(7, 600, 4));
+        assert_eq!(t.drop_touching(7, 8), 2);
+        assert_eq!(t.len(), 1);
     }
 }

@@ -202,38 +202,6 @@ fn reconfigure_under_writes(store: Arc<MemStore>) -> Vec<(usize, Vec<u64>)> {
     flushes
 }
 
-/// The devices as they would be after a crash just before log entry `cut`: every write
-/// a later sync of its device made durable, plus the in-flight writes `keep` selects.
-fn crash_image(
-    base: &(Vec<u8>, Vec<u8>),
-    log: &[Logged],
-    cut: usize,
-    keep: impl Fn(usize) -> bool,
-) -> (Vec<u8>, Vec<u8>) {
-    let (mut data, mut bopt) = base.clone();
-    let mut synced = std::collections::HashSet::new();
-    let mut included = vec![false; cut];
-    for i in (0..cut).rev() {
-        match &log[i] {
-            Logged::Sync { dev } => {
-                synced.insert(*dev);
-            }
-            Logged::Write { dev, .. } => included[i] = synced.contains(dev) || keep(i),
-        }
-    }
-    for (i, op) in log[..cut].iter().enumerate() {
-        if let (true, Logged::Write { dev, offset, bytes }) = (included[i], op) {
-            let v = if *dev == Dev::Data {
-                &mut data
-            } else {
-                &mut bopt
-            };
-            v[*offset as usize..*offset as usize + bytes.len()].copy_from_slice(bytes);
-        }
-    }
-    (data, bopt)
-}
-
 #[test]
 fn a_crash_at_any_sync_point_mid_copy_loses_no_flushed_byte() {
     for separate in [false, true] {
@@ -257,8 +225,9 @@ fn a_crash_at_any_sync_point_mid_copy_loses_no_flushed_byte() {
                 .map_or(vec![0; DATA_PAGES as usize], |(_, last)| last.clone());
             // None, all, and every other one of the in-flight writes.
             for keep in [0usize, 1, 2] {
-                let image =
-                    crash_image(&base, &log, cut, |i| keep == 1 || (keep == 2 && i % 2 == 0));
+                let image = common::crash_image(&base, &log, cut, |i| {
+                    keep == 1 || (keep == 2 && i % 2 == 0)
+                });
                 let s = if separate {
                     MemStore::new(image.0, Some(image.1))
                 } else {

@@ -10,6 +10,7 @@ use reblock_trace::{Op, Request, NO_COMMAND};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+mod common;
 mod small;
 use small::layout;
 
@@ -139,7 +140,7 @@ fn the_fs2_replan_policy_has_its_replicas_made_next_to_each_other() {
     plan_and_apply(&e, "fs2", requests).unwrap();
     ticks(&e, 200);
     let table = e.replica_table();
-    let of = |p: u64| table.of_original(p).map(|r| r.replica);
+    let of = |p: u64| table.of_original(p).next().map(|r| r.replica);
     let placed: Vec<u64> = order.iter().filter_map(|&p| of(p)).collect();
     assert!(
         placed.len() >= 20,
@@ -157,4 +158,197 @@ fn the_fs2_replan_policy_has_its_replicas_made_next_to_each_other() {
         "replicas live in free pages"
     );
     check_contents(&e, &BTreeSet::new());
+}
+
+/// Two free holes, 60..100 and 160..200, with data everywhere else.
+const HOLES: [(u64, u64); 2] = [(60, 100), (160, 200)];
+/// The page read in both hot areas: it gets a replica near each.
+const ROVER: u64 = 150;
+
+/// Options that destage every write home at the next background round, so that a
+/// written page is read from home (where replicas serve) soon after.
+fn destaging() -> EngineOptions {
+    EngineOptions {
+        destage_below_free_pages: Some(16),
+        ..EngineOptions::default()
+    }
+}
+
+/// An engine over `store` whose data pages all hold `fill`, the holes trimmed.
+fn two_hole_engine(store: Arc<MemStore>) -> Engine {
+    let e = Engine::open(store, destaging()).unwrap().0;
+    for p in 0..PAGES {
+        e.write_bytes(&fill(p), p * PAGE).unwrap();
+    }
+    for (a, b) in HOLES {
+        e.trim_bytes(a * PAGE, (b - a) * PAGE).unwrap();
+    }
+    e.flush().unwrap();
+    e
+}
+
+fn formatted_store() -> Arc<MemStore> {
+    let l = layout();
+    let store = Arc::new(MemStore::new(vec![0u8; l.device_bytes as usize], None));
+    Engine::format(store.as_ref(), &l, 1).unwrap();
+    store
+}
+
+/// Reads the pages of `area` `times` times and ROVER six, then lets the background run:
+/// ROVER lies outside the area, so it gets a replica in the hole nearest it.
+fn work_in(e: &Engine, area: std::ops::Range<u64>, times: usize) {
+    for _ in 0..times {
+        for p in area.clone() {
+            read(e, p);
+        }
+    }
+    for _ in 0..6 {
+        read(e, ROVER);
+    }
+    ticks(e, 60);
+}
+
+fn replicas_of(e: &Engine, p: u64) -> Vec<(u64, u32)> {
+    let t = e.replica_table();
+    t.of_original(p).map(|r| (r.replica, r.refcount)).collect()
+}
+
+/// FS2's "several replicas": a page read in two hot areas gets a replica near each, a
+/// read goes to whichever copy lies closest to the head, and a write of the page drops
+/// them all.
+#[test]
+fn a_page_read_in_two_hot_areas_gets_a_replica_near_each_and_reads_the_closest() {
+    let e = two_hole_engine(formatted_store());
+    work_in(&e, 40..58, 4);
+    let near_a = replicas_of(&e, ROVER);
+    assert_eq!(near_a.len(), 1, "{near_a:?}");
+    assert!((60..100).contains(&near_a[0].0), "{near_a:?}");
+    // The same area again: no second copy there.
+    work_in(&e, 40..58, 4);
+    assert_eq!(replicas_of(&e, ROVER).len(), 1);
+    // The second area read more: the hot area's centre moves there.
+    work_in(&e, 210..226, 12);
+    let both = replicas_of(&e, ROVER);
+    assert_eq!(both.len(), 2, "{both:?}");
+    let (a, b) = (both[0].0, both[1].0);
+    assert!(
+        (60..100).contains(&a) && (160..200).contains(&b),
+        "{both:?}"
+    );
+    // The head near the first area (a page read once, without replicas): the copy there
+    // serves; near the second, the other.
+    let hits = |e: &Engine| {
+        replicas_of(e, ROVER)
+            .iter()
+            .map(|r| r.1)
+            .collect::<Vec<_>>()
+    };
+    let before = hits(&e);
+    read(&e, 30);
+    assert!(read(&e, ROVER) == fill(ROVER));
+    assert_eq!(hits(&e), [before[0] + 1, before[1]]);
+    read(&e, 230);
+    assert!(read(&e, ROVER) == fill(ROVER));
+    assert_eq!(hits(&e), [before[0] + 1, before[1] + 1]);
+    // A write of the page drops every replica it has.
+    let new = vec![0xA5; PAGE as usize];
+    e.write_bytes(&new, ROVER * PAGE).unwrap();
+    assert!(replicas_of(&e, ROVER).is_empty());
+    for round in 0..2 {
+        read(&e, 30);
+        assert!(read(&e, ROVER) == new, "round {round}");
+        read(&e, 230);
+        assert!(read(&e, ROVER) == new, "round {round}");
+        // Destaged home, read near the first area again: a fresh replica of the new data.
+        work_in(&e, 40..58, 12);
+    }
+    assert!(!replicas_of(&e, ROVER).is_empty());
+}
+
+/// What page `p` may read back after a crash: the data flushed last, or a write to it
+/// still in flight.
+fn may_read(p: u64, got: &[u8], writes: &[(u64, Vec<u8>, bool)]) -> bool {
+    let hole = HOLES.iter().any(|&(a, b)| (a..b).contains(&p));
+    let mut allowed = vec![if hole {
+        vec![0; PAGE as usize]
+    } else {
+        fill(p)
+    }];
+    for (_, data, flushed) in writes.iter().filter(|w| w.0 == p) {
+        if *flushed {
+            allowed.clear();
+        }
+        allowed.push(data.clone());
+    }
+    allowed.iter().any(|a| a == got)
+}
+
+/// Crash safety of several replicas per page, at every sync point: while replicas are
+/// made in two hot areas, then a write of their page drops them all, then a client
+/// write claims a free page holding another page's replica. After each crash (writes
+/// in flight kept none, all, or every other), every page reads back what was flushed
+/// (or a newer write), from whichever copy the head is nearest: never a stale replica,
+/// and never a replica where the client wrote.
+#[test]
+fn several_replicas_are_crash_safe_at_every_sync_point() {
+    let store = formatted_store();
+    let e = two_hole_engine(store.clone());
+    let base = store.devices();
+    let start = store.log_len();
+    work_in(&e, 40..58, 4);
+    work_in(&e, 210..226, 12);
+    e.flush().unwrap();
+    assert_eq!(replicas_of(&e, ROVER).len(), 2);
+    let claimed = e
+        .replica_table()
+        .entries()
+        .find(|r| r.original != ROVER && (160..200).contains(&r.replica))
+        .map(|r| r.replica)
+        .expect("another page's replica in the second hole");
+    let new = vec![0xA5; PAGE as usize];
+    e.write_bytes(&new, ROVER * PAGE).unwrap();
+    e.flush().unwrap();
+    let rover_flushed = store.log_len() - start;
+    let theirs = vec![0xC3; PAGE as usize];
+    e.write_bytes(&theirs, claimed * PAGE).unwrap();
+    e.flush().unwrap();
+    let claim_flushed = store.log_len() - start;
+    // The background destages both writes home (and may copy the new data again).
+    work_in(&e, 210..226, 2);
+    e.flush().unwrap();
+    let log = store.log()[start..].to_vec();
+    let cuts: Vec<usize> = (0..log.len())
+        .filter(|&i| matches!(log[i], reblock_engine::Logged::Sync { .. }))
+        .chain([log.len()])
+        .collect();
+    assert!(cuts.len() >= 10, "{} sync points", cuts.len());
+    for &cut in &cuts {
+        let writes = [
+            (ROVER, new.clone(), cut >= rover_flushed),
+            (claimed, theirs.clone(), cut >= claim_flushed),
+        ];
+        for keep in [0usize, 1, 2] {
+            let image =
+                common::crash_image(&base, &log, cut, |i| keep == 1 || (keep == 2 && i % 2 == 0));
+            let e = Engine::open(
+                Arc::new(MemStore::new(image.0, None)),
+                EngineOptions::default(),
+            )
+            .unwrap()
+            .0;
+            for p in 0..PAGES {
+                for head in [30, 230] {
+                    read(&e, head);
+                    let got = read(&e, p);
+                    assert!(
+                        may_read(p, &got, &writes),
+                        "crash before op {cut} (keep {keep}), head near {head}: page {p} reads \
+                         {:#x} ({} replicas)",
+                        got[0],
+                        e.replica_count()
+                    );
+                }
+            }
+        }
+    }
 }

@@ -230,6 +230,13 @@ pub fn evaluation_json(trace: &str, evals: &[DeviceEvaluation]) -> serde_json::V
     let one = |e: &DeviceEvaluation| {
         let mut v = serde_json::to_value(&e.evaluation).expect("the evaluation serializes");
         if let Some(obj) = v.as_object_mut() {
+            let why = e
+                .choice
+                .as_ref()
+                .map_or("named with --device".into(), |c| c.why.clone());
+            if let Some(config) = obj.get_mut("config").and_then(|c| c.as_object_mut()) {
+                config.insert("device_why".into(), why.into());
+            }
             if let Some(c) = &e.choice {
                 let c = serde_json::to_value(c).expect("the choice serializes");
                 obj.insert("device_choice".into(), c);

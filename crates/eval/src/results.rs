@@ -145,8 +145,14 @@ impl PolicyResult {
             .iter()
             .filter(|p| p.kind == PhaseKind::Normal)
             .collect();
+        // Folded from +0.0: `Sum for f64` starts at -0.0, so a policy with no
+        // reconfiguration phase would print `-0.000` reconfiguration seconds.
         let sum = |f: fn(&PhaseResult) -> f64, kind| {
-            phases.iter().filter(|p| p.kind == kind).map(f).sum::<f64>()
+            phases
+                .iter()
+                .filter(|p| p.kind == kind)
+                .map(f)
+                .fold(0.0, |a, b| a + b)
         };
         let normal_busy = sum(|p| p.busy_time_s, PhaseKind::Normal);
         let reconfig_busy = sum(|p| p.busy_time_s, PhaseKind::Reconfig);

@@ -25,10 +25,14 @@ pub struct Args {
     #[arg(long, value_name = "LIST")]
     pub policies: Option<String>,
     /// Device holding both the data and the BOPT: `hdd:barracuda`, `hdd:cheetah15k5`,
-    /// `ssd:k9`, a parameter file, or an array (`raid0:4xhdd:cheetah15k5`). [default: sized
-    /// from the data: the data area is the traced device's size from the trace's .meta.json,
-    /// or else the trace's address span, on the smallest of hdd:barracuda, hdd:cheetah15k5
-    /// and hdd:wd2500aaks that holds it and the BOPT; the choice is printed]
+    /// `hdd:wd2500aaks`, `ssd:k9`, a parameter file, or an array (`raid0:4xhdd:cheetah15k5`).
+    /// [default: sized from the data: the data area is the traced device's size from the
+    /// trace's .meta.json, or else the trace's address span; the drive is the one the
+    /// .meta.json names in `device_model` (a spec such as `hdd:cheetah15k5`, or the model
+    /// string the kernel reports, e.g. `WDC WD2500AAKS-00B3A0`), else hdd:wd2500aaks, the
+    /// 7200 rpm desktop drive of BORG's evaluation, when it holds the data and the BOPT,
+    /// else the largest built-in drive with the addresses folded. The choice and why are
+    /// printed and given in the JSON (`config.device`, `config.device_why`, `device_choice`)]
     #[arg(long, value_name = "SPEC")]
     pub device: Option<String>,
     /// Where the BOPT sits: auto (at the median address of the requests, where the

@@ -615,6 +615,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for w in report.warnings() {
         eprintln!("reblock: ERROR: {w}");
     }
+    for n in report.notices() {
+        eprintln!("reblock: note: {n}");
+    }
     seed_free_map(&a, opened.formatted.is_some(), &engine)?;
     resume_reconfiguration(&a, &engine);
     let engine = Arc::new(engine);

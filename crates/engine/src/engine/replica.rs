@@ -1,8 +1,10 @@
 //! FS2 online (the FS2 paper's "Approach", docs/references.md): copies of hot data pages
 //! that lie away from where the head works are made in free pages near the hot area, in
-//! the background under the copier's rate limit; a read goes to whichever copy is closer
-//! to the head's last known position; a replica is dropped when its original is written
-//! or trimmed, and a client write into a free page holding a replica claims it first.
+//! the background under the copier's rate limit; when the hot area moves, a page read
+//! there gets another replica near it (up to [`REPLICAS_PER_ORIGINAL`]); a read goes to
+//! whichever copy (the original or any replica) is closest to the head's last known
+//! position; every replica of a page is dropped when the page is written or trimmed, and
+//! a client write into a free page holding a replica claims it first.
 //!
 //! Crash safety: the replica's data is written before the commit that names it (a
 //! commit syncs the data first); every drop caused by a client write or trim is
@@ -27,6 +29,9 @@ const HEAT_PAGES: usize = 1 << 16;
 const HOT_SET: usize = 32;
 /// How far from the centre a free page may be taken for a replica.
 const SEARCH_PAGES: u64 = 1 << 16;
+/// The most replicas one page gets (one near each hot area it is read from); the
+/// watermarks and a full table reclaim the least recently read.
+pub const REPLICAS_PER_ORIGINAL: usize = 4;
 
 /// Read counts per data page served from home, and the replicas a re-planning policy
 /// asked for.
@@ -108,6 +113,12 @@ impl Engine {
         self.layout.data_bytes / u64::from(self.layout.page_bytes)
     }
 
+    /// How near a copy must lie to a hot area to serve it: a page with a copy that near
+    /// gets no further replica there.
+    fn hot_radius(&self) -> u64 {
+        (self.data_pages() / 256).max(1)
+    }
+
     /// The watermarks now.
     pub fn replica_marks(&self) -> ReplicaMarks {
         let free = lock(&self.free).free_pages();
@@ -177,13 +188,10 @@ impl Engine {
             for page in first..end {
                 let a = (page * ps).max(io.device_sector);
                 let b = ((page + 1) * ps).min(io.device_sector + io.sectors);
-                let mut target = page;
-                if let Some(e) = table.of_original(page) {
-                    if e.replica.abs_diff(head) < page.abs_diff(head) {
-                        target = e.replica;
-                        table.touch(page, now_s());
-                        self.replica_hits.fetch_add(1, Relaxed);
-                    }
+                let target = closest_copy(&table, page, head);
+                if target != page {
+                    table.touch(page, target, now_s());
+                    self.replica_hits.fetch_add(1, Relaxed);
                 }
                 push_merged(
                     &mut out,
@@ -324,8 +332,9 @@ impl Engine {
     }
 
     /// Both pages still as [`Engine::pick_replica`] chose them (the replica page free,
-    /// unmapped and unused; the original in use, trusted and without a replica): then
-    /// the BOPT slot holding the original's current data, if any.
+    /// unmapped and unused; the original in use, trusted, without a copy near the replica
+    /// page and below its replica count): then the BOPT slot holding the original's
+    /// current data, if any.
     fn replica_still_fits(&self, original: u64, replica: u64) -> Option<Option<u32>> {
         let st = lock(&self.state);
         let free = lock(&self.free);
@@ -335,7 +344,7 @@ impl Engine {
             && !free.is_free(original)
             && st.ind.map().lookup(replica).is_none()
             && !t.is_replica(replica)
-            && t.of_original(original).is_none()
+            && !has_replica_near(&t, original, replica, self.hot_radius())
             && !self.untrusted.any();
         fits.then(|| st.ind.map().lookup(original))
     }
@@ -350,8 +359,8 @@ impl Engine {
     }
 
     /// The next replica to make: the policy's next wish, else the hottest page without a
-    /// replica lying outside the hot area; with the free page nearest where it should lie
-    /// (a full table gives up its coldest replica). The caller checked the watermarks.
+    /// copy in the hot area; with the free page nearest where it should lie (a full
+    /// table gives up its coldest replica). The caller checked the watermarks.
     fn pick_replica(&self) -> Option<(u64, u64)> {
         if let Some(wished) = self.pick_wished() {
             return Some(wished);
@@ -371,36 +380,35 @@ impl Engine {
         let mut centre: Vec<u64> = hot.iter().take(HOT_SET).map(|h| h.1).collect();
         centre.sort_unstable();
         let centre = centre[centre.len() / 2];
-        let radius = (self.data_pages() / 256).max(1);
+        let radius = self.hot_radius();
         let free = lock(&self.free);
         let mut t = lock(&self.replicas);
+        let replica = self.free_page_near(&free, &t, centre, None)?;
         let original = hot.iter().map(|h| h.1).find(|&p| {
-            p.abs_diff(centre) > radius
-                && t.of_original(p).is_none()
-                && !t.is_replica(p)
-                && !free.is_free(p)
+            gains_copy_at(&t, p, centre, replica, radius) && !t.is_replica(p) && !free.is_free(p)
         })?;
-        let replica = self.free_page_near(&free, &mut t, centre, None);
-        if replica.is_none() {
-            lock(&self.heat).reads.remove(&original);
-        }
-        replica.map(|r| (original, r))
+        make_room(&mut t);
+        Some((original, replica))
     }
 
     /// The policy's next wish that still makes sense (its original in use, without a
-    /// replica, not itself a replica page), with the free page nearest its target: right
-    /// after the last wish's replica when that one is usable and as near.
+    /// copy near the target, not itself a replica page), with the free page nearest its
+    /// target: right after the last wish's replica when that one is usable and as near.
     fn pick_wished(&self) -> Option<(u64, u64)> {
         let free = lock(&self.free);
         let mut t = lock(&self.replicas);
         let mut heat = lock(&self.heat);
+        let radius = self.hot_radius();
         while let Some((original, target)) = heat.wishes.pop_front() {
-            if free.is_free(original) || t.of_original(original).is_some() || t.is_replica(original)
-            {
+            if free.is_free(original) || t.is_replica(original) {
                 continue;
             }
             let after = heat.last_wish_page.map(|p| p + 1);
-            let page = self.free_page_near(&free, &mut t, target, after)?;
+            let page = self.free_page_near(&free, &t, target, after)?;
+            if !gains_copy_at(&t, original, target, page, radius) {
+                continue;
+            }
+            make_room(&mut t);
             heat.last_wish_page = Some(page);
             return Some((original, page));
         }
@@ -408,19 +416,15 @@ impl Engine {
     }
 
     /// A durably free page no replica uses (now or on disk) within [`SEARCH_PAGES`] of
-    /// `centre`: `first_choice` when it is one and lies as near, else the nearest. A
-    /// full table gives up its coldest replica first.
+    /// `centre`: `first_choice` when it is one and lies as near, else the nearest.
     fn free_page_near(
         &self,
         free: &crate::freemap::FreeMap,
-        t: &mut crate::replicas::ReplicaTable,
+        t: &crate::replicas::ReplicaTable,
         centre: u64,
         first_choice: Option<u64>,
     ) -> Option<u64> {
         let pages = self.data_pages();
-        if t.full() {
-            t.drop_coldest(1);
-        }
         let usable = |r: u64| {
             r < pages && free.durably_free(r) && !t.is_replica(r) && !t.named_durably(r, r + 1)
         };
@@ -432,6 +436,55 @@ impl Engine {
                 .into_iter()
                 .find(|&r| usable(r))
         })
+    }
+}
+
+/// Whichever copy of data page `page` (itself or a replica) lies closest to page `head`;
+/// the original among equals.
+fn closest_copy(t: &crate::replicas::ReplicaTable, page: u64, head: u64) -> u64 {
+    t.of_original(page)
+        .map(|e| e.replica)
+        .fold(page, |best, r| {
+            if r.abs_diff(head) < best.abs_diff(head) {
+                r
+            } else {
+                best
+            }
+        })
+}
+
+/// True when a replica of data page `page` in page `at` would serve reads near page
+/// `near` (the hot area): its first one when the page lies outside the hot area (more
+/// than `radius` from `near`); another only when `at` lies nearer there than every copy
+/// it has (itself and its replicas) by more than `radius`, and below
+/// [`REPLICAS_PER_ORIGINAL`]. So a page gets one replica per hot area it is read from.
+fn gains_copy_at(
+    t: &crate::replicas::ReplicaTable,
+    page: u64,
+    near: u64,
+    at: u64,
+    radius: u64,
+) -> bool {
+    let made = t.of_original(page).count();
+    let closer = match made {
+        0 => page.abs_diff(near) > radius,
+        _ => closest_copy(t, page, near).abs_diff(near) > at.abs_diff(near) + radius,
+    };
+    closer && made < REPLICAS_PER_ORIGINAL
+}
+
+/// True when `page` has a replica within `radius` of page `at`, or its full count (a
+/// replica made meanwhile: the background checks again under the stripe locks).
+fn has_replica_near(t: &crate::replicas::ReplicaTable, page: u64, at: u64, radius: u64) -> bool {
+    t.of_original(page)
+        .any(|e| e.replica.abs_diff(at) <= radius)
+        || t.of_original(page).count() >= REPLICAS_PER_ORIGINAL
+}
+
+/// A full table gives up its coldest replica before another is made.
+fn make_room(t: &mut crate::replicas::ReplicaTable) {
+    if t.full() {
+        t.drop_coldest(1);
     }
 }
 

@@ -138,3 +138,36 @@ pub fn stamped_store(
     reblock_engine::Engine::format(&store, l, 0x5eed).unwrap();
     store
 }
+
+/// The devices as they would be after a crash just before log entry `cut`: every write
+/// a later sync of its device made durable, plus the in-flight writes `keep` selects.
+pub fn crash_image(
+    base: &(Vec<u8>, Vec<u8>),
+    log: &[reblock_engine::Logged],
+    cut: usize,
+    keep: impl Fn(usize) -> bool,
+) -> (Vec<u8>, Vec<u8>) {
+    use reblock_engine::{Dev, Logged};
+    let (mut data, mut bopt) = base.clone();
+    let mut synced = std::collections::HashSet::new();
+    let mut included = vec![false; cut];
+    for i in (0..cut).rev() {
+        match &log[i] {
+            Logged::Sync { dev } => {
+                synced.insert(*dev);
+            }
+            Logged::Write { dev, .. } => included[i] = synced.contains(dev) || keep(i),
+        }
+    }
+    for (i, op) in log[..cut].iter().enumerate() {
+        if let (true, Logged::Write { dev, offset, bytes }) = (included[i], op) {
+            let v = if *dev == Dev::Data {
+                &mut data
+            } else {
+                &mut bopt
+            };
+            v[*offset as usize..*offset as usize + bytes.len()].copy_from_slice(bytes);
+        }
+    }
+    (data, bopt)
+}
