@@ -9,7 +9,7 @@
 
 use crate::engine::Engine;
 use crate::learned::Learner;
-use reblock_eval::online::{AdmissionModel, Backtest};
+use reblock_eval::online::{trial_params, AdmissionModel, Backtest};
 use reblock_layout::{Admission, Choice, Plan};
 use reblock_nbd::{Op as NbdOp, RequestEvent, RequestObserver};
 use reblock_plan::{build_graphs, by_name, policies, Placement, PlanParams, Policy};
@@ -289,6 +289,17 @@ fn placement_of(
     learnt: Option<&Learner>,
     requests: &[Request],
 ) -> Result<Placement, ReplanError> {
+    placement_with(engine, (policy, learnt), requests, 1.0)
+}
+
+/// [`placement_of`] with the edge-weight floor of a trial made from `share` of the
+/// training ([`trial_params`], the function `evaluate` plans its trials with).
+fn placement_with(
+    engine: &Engine,
+    (policy, learnt): (&str, Option<&Learner>),
+    requests: &[Request],
+    share: f64,
+) -> Result<Placement, ReplanError> {
     let p = by_name(policy)?;
     let layout = engine.layout();
     let page_sectors =
@@ -303,7 +314,7 @@ fn placement_of(
         read_cache_pages: Some(u64::from(layout.read_cache_pages)),
         ..PlanParams::default()
     };
-    Ok(p.plan(&graph, &params))
+    Ok(p.plan(&graph, &trial_params(params, share)))
 }
 
 /// The requests that lie within the data area (the server refuses the others anyway).
@@ -359,13 +370,16 @@ pub fn plan_guarded(
     let tail_len = (requests.len() / 4).clamp(1, next_requests.max(1) as usize);
     let split = requests.len().saturating_sub(tail_len);
     let tail = &requests[split..];
-    let plan = placement_of(engine, policy, learnt, &requests)?;
+    // The plan placed is the plan tried: both with the trial's floor, as `evaluate`.
+    let share = split as f64 / requests.len().max(1) as f64;
+    let plan = placement_with(engine, (policy, learnt), &requests, share)?;
     // FS2 replicas are made page by page in idle time under the copier's rate limit and
     // the free-space watermarks; the admission below weighs the BOPT part.
     engine.want_replicas(&plan.replicas);
-    let trial = placement_of(engine, policy, learnt, &requests[..split])?;
+    let trial = placement_with(engine, (policy, learnt), &requests[..split], share)?;
     let b = Backtest {
         tail,
+        before: &requests[..split],
         scale: next_requests as f64 / tail.len().max(1) as f64,
     };
     let admission = model

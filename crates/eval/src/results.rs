@@ -301,16 +301,22 @@ mod admission_tests {
             plain_saving_stderr_s: 0.0,
             plan_share: 1.0,
             plan_trust: 1.0,
+            recurrence: 0.5,
+            backtest_requests: 100,
+            next_phase_share: 1.0,
         }
     }
 
     #[test]
-    fn horizon_discounts_later_phases() {
-        assert_eq!(Admission::horizon(0), 1.0);
-        assert_eq!(Admission::horizon(1), 1.0);
-        assert_eq!(Admission::horizon(2), 1.5);
-        assert_eq!(Admission::horizon(3), 1.75);
-        assert_eq!(Admission::horizon(40), 1.75);
+    fn horizon_counts_the_phases_left_as_far_as_the_workload_recurs() {
+        assert_eq!(Admission::horizon(0, 0.5), 1.0);
+        assert_eq!(Admission::horizon(1, 0.9), 1.0);
+        assert_eq!(Admission::horizon(3, 0.5), 1.75);
+        assert_eq!(Admission::horizon(40, 1.0), 40.0);
+        // Nothing seen before: the next phase only.
+        assert_eq!(Admission::horizon(40, 0.0), 1.0);
+        // At most 1 / (1 - r) however many phases are left.
+        assert!((Admission::horizon(10_000, 0.75) - 4.0).abs() < 1e-9);
     }
 
     #[test]

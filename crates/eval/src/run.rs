@@ -17,7 +17,6 @@ use std::sync::Arc;
 
 use reblock_freespace::FreeExtents;
 
-use reblock_layout::admission::paired_stderr_s;
 use reblock_layout::ScheduleOptions;
 use reblock_plan::{LearningState, Placement, PlanParams, TargetSpace};
 use reblock_trace::{Request, RequestSpan};
@@ -26,6 +25,7 @@ use rustc_hash::FxHashMap;
 use crate::config::{EvalConfig, Interval, Trigger};
 use crate::layout::{share, CopyIo, Layout};
 use crate::learnt::Learnt;
+use crate::online;
 use crate::planner::PlanCost;
 use crate::replay::{self, Measured, Profile};
 use crate::replicas::{DiskModel, Replicated};
@@ -49,6 +49,16 @@ fn backtest_len(train_len: usize, phase_len: usize) -> usize {
     } else {
         phase_len / 2
     }
+}
+
+/// Requests the next phase is expected to hold, `phases` phases and `end` requests into
+/// the trace: as many as the phases so far held on average. The last phase alone
+/// misjudged a start-up capture's: cut to three days, the phase before the third boundary
+/// held 2186 requests, the two after it 1214 and 1297 (idle gaps fall unevenly into
+/// phases), and a plan admitted for a saving counted on 2186 cost 6.2 s of copies and
+/// saved 4.9 s (1.06x vanilla's total; 1.00x with the average).
+fn expected_phase_len(end: usize, phases: usize) -> usize {
+    end.div_ceil(phases.max(1))
 }
 
 /// Fewest backtest requests a plan is admitted on (the guard epoch's floor too).
@@ -77,6 +87,8 @@ pub struct Runner<'a> {
     /// epochs): their busy seconds alone, so that the cache does not grow by 8 bytes for
     /// every request of the trace.
     vanilla_busy_s: RefCell<FxHashMap<(usize, usize), f64>>,
+    /// [`Admission::recurrence`] of each backtest range: the same for every policy.
+    recurrence: RefCell<FxHashMap<(usize, usize), f64>>,
     /// How copies are scheduled on this run's device.
     schedule: ScheduleOptions,
     /// The data area's free pages (FS2's replicas live there) and the disk model the
@@ -101,6 +113,7 @@ impl<'a> Runner<'a> {
             span_ns: cfg.interval.span_ns(t1_ns - t0_ns),
             vanilla_busy: RefCell::new(FxHashMap::default()),
             vanilla_busy_s: RefCell::new(FxHashMap::default()),
+            recurrence: RefCell::new(FxHashMap::default()),
             schedule: ScheduleOptions {
                 read_gap_sectors: replay::read_through_gap_sectors(&cfg.device)?,
                 ..ScheduleOptions::default()
@@ -193,13 +206,16 @@ impl<'a> Runner<'a> {
             progress(&format!("R{i}"));
             let train = Learnt::of(self.cfg.training, learning.as_ref(), reqs, (start, end));
             let tail = reqs.sub(end - backtest_len(train.len(), end - start)..end);
-            let horizon = self.phases_left(end);
             let (io, cost, admission, hurt) = self.reconfigure(
                 policy,
                 &mut layout,
                 &train,
                 tail,
-                (end - start, horizon, record.trust()),
+                (
+                    expected_phase_len(end, i),
+                    self.phases_left(end),
+                    record.trust(),
+                ),
             )?;
             learn_phase(learning.as_mut(), reqs.sub(start..end));
             record.decided(admission.map(|a| a.choice));
@@ -218,11 +234,29 @@ impl<'a> Runner<'a> {
         Ok(PolicyResult::from_phases(phases))
     }
 
-    /// The admission horizon at request `next`: from the normal phases left (at least
-    /// one), see [`Admission::horizon`].
-    fn phases_left(&self, next: usize) -> f64 {
+    /// The normal phases left at request `next` (at least one), in trace time: what is
+    /// left of the trace over the phase span.
+    fn phases_left(&self, next: usize) -> u64 {
         let left_ns = self.t1_ns.saturating_sub(self.w.requests.get(next).ts_ns);
-        Admission::horizon(left_ns.div_ceil(self.span_ns))
+        left_ns.div_ceil(self.span_ns).max(1)
+    }
+
+    /// [`Admission::recurrence`] of the backtest `tail` over the requests before it (the
+    /// same for every policy, so kept).
+    fn recurrence_of(&self, tail: RequestSpan<'_>) -> f64 {
+        let key = range_of(tail);
+        if let Some(&r) = self.recurrence.borrow().get(&key) {
+            return r;
+        }
+        let before = self.w.requests.span().sub(..key.0);
+        let extent = |r: Request| (r.sector, r.sectors);
+        let r = reblock_layout::admission::recurrence(
+            before.iter().map(extent),
+            tail.iter().map(extent),
+            self.cfg.page_sectors,
+        );
+        self.recurrence.borrow_mut().insert(key, r);
+        r
     }
 
     fn epoch(&self) -> usize {
@@ -347,8 +381,8 @@ impl<'a> Runner<'a> {
     /// Plans from `train` and decides, with the guard, whether the plan pays: the
     /// admission rule (docs/layout.md "Admission"). Three layouts compete for the next
     /// phase, each predicted as its busy time on the backtest requests `tail` (shadow
-    /// replays, see [`backtest_len`]), scaled to a phase as long as the one before
-    /// (`phase_len` requests), plus
+    /// replays, see [`backtest_len`]), scaled to a phase of `phase_len` requests (see
+    /// [`expected_phase_len`]), plus
     /// what getting there costs on the device model (its scheduled copies):
     ///
     /// * **plan**: the new plan. Its trial is a plan made without `tail` (as the plan
@@ -358,8 +392,9 @@ impl<'a> Runner<'a> {
     /// * **home**: every page home (the plain layout), at the cost of writing dirty
     ///   pages home (a permutation: of moving everything back).
     ///
-    /// Busy times are per phase and count `horizon` times (the phases the layout can
-    /// serve); copies count once. The cheapest total wins; a tie keeps what is in place.
+    /// Busy times are per phase and count over the horizon (the `phases_left` the layout
+    /// can serve, each later one discounted by the backtest's recurrence); copies count
+    /// once. The cheapest total wins; a tie keeps what is in place.
     /// Returns the copies, and
     /// whether the next phase starts guarded: when sent home, or when the chosen layout
     /// is predicted slower than the plain one.
@@ -369,7 +404,7 @@ impl<'a> Runner<'a> {
         layout: &mut Layout,
         train: &Learnt,
         tail: RequestSpan<'_>,
-        (phase_len, horizon, trust): (usize, f64, f64),
+        (phase_len, phases_left, trust): (usize, u64, f64),
     ) -> Result<(CopyIo, Option<PlanCost>, Option<Admission>, bool), EvalError> {
         if matches!(layout, Layout::Home(_)) {
             return Ok((CopyIo::default(), None, None, false));
@@ -401,19 +436,12 @@ impl<'a> Runner<'a> {
         home.ranges.clear();
         home.replicas.clear();
         let home = self.moved_to(layout, &home)?;
-        let keep_only = Admission {
-            choice: Choice::Keep,
-            predicted_plan_busy_s: keep.busy_s * scale,
-            predicted_keep_busy_s: keep.busy_s * scale,
-            predicted_plain_busy_s: plain.busy_s * scale,
-            plan_copy_busy_s: 0.0,
-            home_copy_busy_s: home.2,
-            horizon_phases: horizon,
-            plan_saving_stderr_s: 0.0,
-            plain_saving_stderr_s: paired_stderr_s(&plain.service_ns, &keep.service_ns) * scale,
-            plan_share: 0.0,
-            plan_trust: trust,
-        };
+        let keep_only = online::unplanned(
+            (&keep, &plain),
+            (tail.len(), self.recurrence_of(tail)),
+            (scale, phases_left),
+            (home.2, trust),
+        );
         let (shares, mut moved) =
             self.share_admissions(layout, (&raw, &early), (tail, scale), (&keep_only, &keep))?;
         let best = Admission::best_share(&shares).expect("at least the whole plan");
@@ -470,13 +498,20 @@ impl<'a> Runner<'a> {
             trial.reconfigure(&layout.stable(&early.leading(share)), &self.schedule)?;
             let (tried, making_s) = self.predict_plan(trial, tail)?;
             let plan = self.moved_to(layout, &layout.stable(&raw.leading(share)))?;
-            shares.push(Admission {
-                predicted_plan_busy_s: tried.busy_s * scale,
-                plan_copy_busy_s: plan.2 + making_s * scale,
-                plan_saving_stderr_s: paired_stderr_s(&tried.service_ns, &keep.service_ns) * scale,
-                plan_share: share,
-                ..*keep_only
-            });
+            let mut a = online::with_trial(
+                keep_only,
+                (keep, &tried, scale),
+                (share, plan.2 + making_s * scale),
+            );
+            if making_s > 0.0 {
+                // FS2's trial is its second replay, after the first wrote the replicas:
+                // its requests do not pair with the layout in place's (the first pass
+                // left the drive's arm and cache elsewhere), so their spread is no
+                // measure of doubt. On a 16-page read loop it put ±0.059 s on a
+                // 0.104 s saving that every later phase then realized.
+                a.plan_saving_stderr_s = 0.0;
+            }
+            shares.push(a);
             moved.push(plan);
             if raw.space != TargetSpace::ReadCache {
                 break;
@@ -514,21 +549,9 @@ impl<'a> Runner<'a> {
         Ok((steady, making_s))
     }
 
-    /// The parameters of the trial plan, made from the training without the phase's
-    /// tail (`share` of its weight), and of the real plan, made from all of it: the
-    /// edge-weight floor is scaled down with `share`, so that a transition seen once in
-    /// each of two days is kept by both (with the full floor, the start-up capture's
-    /// first trial, one day of training, placed nothing). The real plan takes the same
-    /// floor: made with the full one, it placed half of what its trial was judged with at
-    /// the capture's first boundary (a trial predicted 4.26 s against 9.76 s kept; the
-    /// plan placed reached 6.86 s against 9.38 s, its N1 hit rate 37%), and the rest
-    /// waited for a second round of copies.
+    /// [`online::trial_params`] with this run's floor.
     fn trial_params(&self, share: f64) -> PlanParams {
-        let floor = (self.cfg.min_edge_weight as f64 * share).round() as u64;
-        PlanParams {
-            min_edge_weight: floor.max(1),
-            ..self.params()
-        }
+        online::trial_params(self.params(), share)
     }
 
     /// `layout` turned into `placement`'s, the copies that took, and their busy time.

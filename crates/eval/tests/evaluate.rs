@@ -3,7 +3,8 @@
 use std::collections::BTreeSet;
 
 use reblock_eval::{
-    evaluate_point, BoptAt, BoptSize, EvalConfig, Interval, PhaseKind, PolicyResult, Training,
+    evaluate_point, BoptAt, BoptSize, Choice, EvalConfig, Interval, PhaseKind, PolicyResult,
+    Training,
 };
 use reblock_trace::{Op, Request};
 
@@ -365,12 +366,12 @@ fn learning_decay_spans_partial_to_cumulative_training() {
     assert!(err.contains("learning-decay"), "{err}");
 }
 
-/// Six "days" of a cold start-up: each reads the same 512 scattered pages once, in the
-/// same order, 20 ms apart, with 4 s of idle between days.
-fn start_up_days() -> Vec<Request> {
+/// `days` "days" of a cold start-up: each reads the same 512 scattered pages once, in
+/// the same order, 20 ms apart, with 4 s of idle between days.
+fn start_up_days(days: u64) -> Vec<Request> {
     let pages = scattered(512, 4);
     let mut reqs = Vec::new();
-    for day in 0..6u64 {
+    for day in 0..days {
         let t0 = day * (512 * 20 * MS + 4_000 * MS);
         for (k, &p) in pages.iter().enumerate() {
             let mut r = read(0, p, 0);
@@ -387,7 +388,7 @@ fn the_first_plan_places_what_its_trial_was_judged_with() {
     // read once, the first 250 twice. The trial (made from N0's first half with the
     // floor scaled down to 1) places day 1's pages and wins on day 2's repeats; the plan
     // placed must be that plan, all 512 pages, not the 250 seen twice.
-    let reqs = start_up_days();
+    let reqs = start_up_days(6);
     let mut cfg = config(&["vanilla", "borg"]);
     cfg.interval = Interval::Every {
         ns: 512 * 20 * MS + 4_000 * MS + 250 * 20 * MS,
@@ -401,4 +402,31 @@ fn the_first_plan_places_what_its_trial_was_judged_with() {
     assert!(b.phases[2].hit_rate > 0.95, "{}", b.phases[2].hit_rate);
     let v = &res["vanilla"];
     assert!(b.busy_time_s < 0.8 * v.busy_time_s);
+}
+
+#[test]
+fn a_plan_counts_every_phase_left_as_far_as_the_workload_recurs() {
+    // Three days, short phases (16 boundaries, about a fifth of a day each): a phase of
+    // day 2 saves less than half of what placing day 1's pages costs, but its backtest
+    // repeats every page seen before it, so the saving counts over each of the phases
+    // left, not a fixed 1.75 phases (with which the copies never paid).
+    let reqs = start_up_days(3);
+    let mut cfg = config(&["vanilla", "borg"]);
+    cfg.interval = Interval::Count {
+        reconfigurations: 16,
+    };
+    let res = run(&reqs, &cfg);
+    let b = &res["borg"];
+    check_consistent("borg", b, reqs.len() as u64);
+    let first = b
+        .phases
+        .iter()
+        .filter_map(|p| p.admission)
+        .find(|a| a.choice == Choice::Plan)
+        .expect("a plan is admitted");
+    assert!(first.recurrence > 0.9, "{first:?}");
+    assert!(first.horizon_phases > 2.5, "{first:?}");
+    let saving = first.predicted_keep_busy_s - first.predicted_plan_busy_s;
+    assert!(saving * 1.75 < first.plan_copy_busy_s, "{first:?}");
+    assert!(b.busy_time_s < 0.9 * res["vanilla"].busy_time_s);
 }
