@@ -109,9 +109,11 @@ pub fn parse(text: &str, path: &Path) -> Result<Sidecar, String> {
         }
     }
     // A capture script's day spans: `"days": [{"day": 1, "start_ns": .., "end_ns": ..}]`.
+    // Other captures keep per-day statistics under "days" without `start_ns` (their
+    // day starts are markers): those entries say nothing about where a day starts.
     if let Some(days) = v.get("days").and_then(|d| d.as_array()) {
-        for d in days {
-            let t = d.get("start_ns").and_then(|t| t.as_u64());
+        for t in days.iter().filter_map(|d| d.get("start_ns")) {
+            let t = t.as_u64();
             day_starts_ns.push(t.ok_or_else(|| bad("days[].start_ns", "not a whole number"))?);
         }
     }
@@ -185,6 +187,14 @@ mod tests {
         );
         let bad = parse(r#"{"days": [{"start_ns": -1}]}"#, Path::new("y.meta.json"));
         assert!(bad.unwrap_err().contains("days[].start_ns"));
+        // Per-day statistics without start_ns (the development capture's) are not days.
+        let stats = parse(
+            r#"{"days": [{"day": "1", "start_s": 0.256}], "markers": [
+                {"t_ns": 7, "text": "DAY 1 START"}]}"#,
+            Path::new("z.meta.json"),
+        )
+        .unwrap();
+        assert_eq!(stats.day_starts_ns, vec![7]);
     }
 
     #[test]
