@@ -85,14 +85,27 @@ pub(crate) fn unplanned(
     }
 }
 
-/// [`Admission::recurrence`] of the backtest `tail` over the requests `before` it.
-pub(crate) fn tail_recurrence(tail: &[Request], before: &[Request], page_sectors: u32) -> f64 {
-    let extent = |r: &Request| (r.sector, r.sectors);
+/// [`Admission::recurrence`] of the backtest `tail` over the requests `before` it: the
+/// one reading of requests into extents for `serve` (slices) and `evaluate` (spans of its
+/// request log).
+pub(crate) fn tail_recurrence<T, B>(
+    tail: impl IntoIterator<Item = T>,
+    before: impl IntoIterator<Item = B>,
+    page_sectors: u32,
+) -> f64
+where
+    T: std::borrow::Borrow<Request>,
+    B: std::borrow::Borrow<Request>,
+{
     recurrence(
-        before.iter().map(extent),
-        tail.iter().map(extent),
+        before.into_iter().map(|r| extent(r.borrow())),
+        tail.into_iter().map(|r| extent(r.borrow())),
         page_sectors,
     )
+}
+
+fn extent(r: &Request) -> (u64, u32) {
+    (r.sector, r.sectors)
 }
 
 /// `unplanned` with a plan's trial (`tried`, replayed on the same tail as `keep`, scaled

@@ -249,12 +249,7 @@ impl<'a> Runner<'a> {
             return r;
         }
         let before = self.w.requests.span().sub(..key.0);
-        let extent = |r: Request| (r.sector, r.sectors);
-        let r = reblock_layout::admission::recurrence(
-            before.iter().map(extent),
-            tail.iter().map(extent),
-            self.cfg.page_sectors,
-        );
+        let r = online::tail_recurrence(tail.iter(), before.iter(), self.cfg.page_sectors);
         self.recurrence.borrow_mut().insert(key, r);
         r
     }
