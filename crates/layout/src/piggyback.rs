@@ -49,15 +49,6 @@ impl PendingIncoming {
         self.slot_of.is_empty()
     }
 
-    /// True when one of FS pages `first .. first + pages` still waits for its slot (a
-    /// cheap test before [`PendingIncoming::take_read`], which needs the map).
-    pub fn waits_in(&self, first: u64, pages: u64) -> bool {
-        self.slot_of
-            .range(first..first.saturating_add(pages))
-            .next()
-            .is_some()
-    }
-
     /// Stops waiting for FS pages `first .. first + pages` (the copier has placed them,
     /// or found their step stale).
     pub fn forget(&mut self, first: u64, pages: u64) {

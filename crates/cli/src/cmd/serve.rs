@@ -612,7 +612,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         data_checksums: !a.no_data_checksums,
         // A copier round moves at most a second's worth of the rate limit, so that the
         // limit holds round by round (the worker sleeps each round's bytes / rate).
-        copier_staging_bytes: copier_staging_bytes(a.rate_mib_s.unwrap_or(64) << 20),
+        copier_staging_bytes: copier_staging_bytes(copy_rate_bytes(&a)),
         ..EngineOptions::default()
     };
     let store = emulated(&a, opened.store.clone())?;
@@ -638,6 +638,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// The copier's staging buffer under a copy rate limit of `rate` bytes/s: the engine's
 /// default, or one second's worth of the rate when that is less.
+/// The background copy rate in bytes a second (`--rate-mib-s`, 64 MiB/s by default): one
+/// figure for the copier's pace and the staging buffer sized from it.
+fn copy_rate_bytes(a: &Args) -> u64 {
+    a.rate_mib_s.unwrap_or(64) << 20
+}
+
 fn copier_staging_bytes(rate: u64) -> u64 {
     EngineOptions::default()
         .copier_staging_bytes
@@ -736,7 +742,7 @@ fn serve_engine(
     let control_path = c.control.clone();
     let control = ControlServer::start(&control_path, engine.clone())
         .with_context(|| format!("control socket {}", control_path.display()))?;
-    let rate = a.rate_mib_s.unwrap_or(64) << 20;
+    let rate = copy_rate_bytes(a);
     let background = Background::start(
         engine.clone(),
         BackgroundOptions {

@@ -279,12 +279,11 @@ impl Engine {
         let ps = self.geo.page.sectors();
         let first = sector.div_ceil(ps);
         let end = (sector + buf.len() as u64 / 512) / ps;
-        if end <= first || !lock(&self.state).pending.waits_in(first, end - first) {
+        if end <= first || self.is_read_only() {
             return;
         }
-        if self.is_read_only() {
-            return;
-        }
+        // One lock: `take_read` finds nothing (and allocates nothing) when no page of the
+        // read waits, which is the common case on this foreground path.
         let (steps, queue_gen) = {
             let mut st = lock(&self.state);
             let State {
@@ -295,6 +294,9 @@ impl Engine {
             } = &mut *st;
             (pending.take_read(ind, first, end - first), *queue_gen)
         };
+        if steps.is_empty() {
+            return;
+        }
         let page = self.geo.page.bytes() as usize;
         let mut held = lock(&self.carried.runs);
         for step in &steps {
