@@ -916,11 +916,15 @@ impl Engine {
     /// Commits the changed segments' summaries (and free-map chunks): the map as it is
     /// now becomes the durable one.
     fn commit_changes(&self, c: &mut CommitState) -> io::Result<()> {
-        let snap = {
-            let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
-            self.snapshot(c)
-        };
+        let snap = self.snapshot_gated(c);
         self.persist(c, snap)
+    }
+
+    /// [`Engine::snapshot`] under a moment's exclusive hold of the gate (readers that
+    /// routed before it finish first).
+    fn snapshot_gated(&self, c: &CommitState) -> Snapshot {
+        let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
+        self.snapshot(c)
     }
 
     /// Encodes the dirty segments' summaries under the next commit number and clears
@@ -1017,62 +1021,6 @@ impl Engine {
         Ok(())
     }
 
-    /// Executes one copy step: validate against the current map, copy, apply the map
-    /// effect, and commit at once when the step frees slots, so that a freed slot is
-    /// never reused while the durable map still names it. Returns false when the step
-    /// was stale and refused (seed 001 §3.5.2).
-    pub fn run_step(&self, step: &Step) -> io::Result<bool> {
-        Ok(self.run_steps(std::slice::from_ref(step))? == 1)
-    }
-
-    /// Executes copy steps under one hold of the gate, then commits once if any of them
-    /// freed slots: a destage of a write-buffer segment filled by random writes is one
-    /// single-page step per page, and a commit per step (three fdatasyncs with every
-    /// foreground request on hold) made destaging the bottleneck of random writes. The
-    /// gate is held until the commit, so no freed slot is reused before the durable map
-    /// stops naming it; after a failed step the steps already applied are still
-    /// committed. Returns the number of steps run (stale ones are refused and skipped).
-    pub fn run_steps(&self, steps: &[Step]) -> io::Result<usize> {
-        if self.is_read_only() {
-            return Err(rofs());
-        }
-        let mut c = lock(&self.commit);
-        let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
-        let (mut done, mut frees) = (0, false);
-        let mut ran = Ok(());
-        for step in steps {
-            if let Err(e) = lock(&self.state).ind.validate(step) {
-                tracing::debug!(error = %e, "step refused");
-                self.counters.steps_refused.fetch_add(1, Relaxed);
-                continue;
-            }
-            ran = self.copy_and_apply(step);
-            if ran.is_err() {
-                break;
-            }
-            frees |= match step {
-                Step::Drop(_) => true,
-                Step::Copy(op) => matches!(op.kind, CopyKind::Evict | CopyKind::Relocate),
-            };
-            done += 1;
-        }
-        if frees {
-            let snap = self.snapshot(&c);
-            self.persist(&mut c, snap)?;
-        }
-        ran.map(|()| done)
-    }
-
-    /// Copies one validated step's pages and applies its map effect. Called with the
-    /// commit lock and the gate held.
-    fn copy_and_apply(&self, step: &Step) -> io::Result<()> {
-        self.forget_replicas_of_step(step);
-        if let Step::Copy(op) = step {
-            self.copy_pages(op)?;
-        }
-        self.apply_step(step, false)
-    }
-
     /// Copies a step's pages from its source to its destination. The caller keeps
     /// anyone from writing either side meanwhile (the gate, or the pages' stripes and
     /// the commit lock).
@@ -1093,18 +1041,7 @@ impl Engine {
         if op.src.region == Region::Bopt {
             self.verify_copy_source(op.src.first as u32, &buf)?;
         }
-        at = 0;
-        for e in op.dst.device_extents(&self.geo) {
-            let n = e.bytes() as usize;
-            self.store
-                .write_at(
-                    Self::dev_of(op.dst.region),
-                    &buf[at..at + n],
-                    e.start_sector * 512,
-                )
-                .map_err(|e| self.io_failed(e, "copy write"))?;
-            at += n;
-        }
+        self.write_run(&op.dst, &buf)?;
         if op.dst.region == Region::Bopt {
             self.sum_copied_pages(op.dst.first as u32, &buf);
         }
@@ -1112,6 +1049,25 @@ impl Engine {
             .bytes_moved
             .fetch_add(buf.len() as u64, Relaxed);
         Ok(())
+    }
+
+    /// Writes `bytes` to the pages of `run`, one request per device extent; returns the
+    /// requests issued.
+    fn write_run(&self, run: &reblock_layout::PageRun, bytes: &[u8]) -> io::Result<u64> {
+        let extents = run.device_extents(&self.geo);
+        let mut at = 0usize;
+        for e in &extents {
+            let n = e.bytes() as usize;
+            self.store
+                .write_at(
+                    Self::dev_of(run.region),
+                    &bytes[at..at + n],
+                    e.start_sector * 512,
+                )
+                .map_err(|e| self.io_failed(e, "copy write"))?;
+            at += n;
+        }
+        Ok(extents.len() as u64)
     }
 
     /// Applies a step's map effect after its copy, marks its segments for the next
@@ -1315,13 +1271,12 @@ impl Engine {
                     "detach: the BOPT still holds pages after {MAX_ROUNDS} flush-back rounds"
                 )));
             }
-            for s in &steps {
-                if !self.run_step(s)? {
-                    tracing::debug!(round, "detach step refused by a racing write; re-planning");
-                    break;
-                }
-                moved += s.bytes_moved(&self.geo);
+            // The copier's batches: one commit per batch that frees slots, not per step.
+            let r = self.run_batches(&steps)?;
+            if r.refused > 0 {
+                tracing::debug!(round, "detach steps refused by racing writes; re-planning");
             }
+            moved += r.bytes;
         }
         self.clear_replicas()?;
         self.flush()?;

@@ -9,6 +9,7 @@ use reblock_engine::format::LayoutRequest;
 use reblock_engine::{Dev, Engine, EngineOptions, Layout, Logged, MemStore, Store};
 use reblock_layout::Plan;
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 const SECTOR: usize = 512;
@@ -47,10 +48,24 @@ fn fresh_store(l: &Layout) -> MemStore {
     common::stamped_store(l, |s| stamp(0, s))
 }
 
-/// A store that counts the reads the engine issues, per device.
+/// A store that counts the reads the engine issues, per device, and its syncs.
 struct Counting {
     inner: Arc<MemStore>,
     reads: Mutex<Vec<(Dev, u64, usize)>>,
+    syncs: AtomicU64,
+}
+
+impl Counting {
+    fn new(inner: Arc<MemStore>) -> Counting {
+        Counting {
+            inner,
+            reads: Mutex::new(Vec::new()),
+            syncs: AtomicU64::new(0),
+        }
+    }
+    fn syncs(&self) -> u64 {
+        self.syncs.load(Relaxed)
+    }
 }
 
 impl Store for Counting {
@@ -62,6 +77,7 @@ impl Store for Counting {
         self.inner.write_at(dev, buf, offset)
     }
     fn sync(&self, dev: Dev) -> io::Result<()> {
+        self.syncs.fetch_add(1, Relaxed);
         self.inner.sync(dev)
     }
     fn len(&self, dev: Dev) -> io::Result<u64> {
@@ -112,10 +128,7 @@ fn a_plan_is_copied_in_far_fewer_backing_requests_than_steps() {
     for separate in [false, true] {
         let l = layout(separate);
         let inner = Arc::new(fresh_store(&l));
-        let store = Arc::new(Counting {
-            inner,
-            reads: Mutex::new(Vec::new()),
-        });
+        let store = Arc::new(Counting::new(inner));
         let e = open(store.clone());
         let stats = e.reconfigure(interleaved_plan(100, 256)).unwrap();
         assert_eq!(stats.incoming_pages, 256);
@@ -286,10 +299,7 @@ fn a_foreground_write_racing_the_copier_is_never_lost() {
 fn a_page_a_read_carries_is_placed_without_a_second_read() {
     let l = layout(false);
     let inner = Arc::new(fresh_store(&l));
-    let store = Arc::new(Counting {
-        inner: inner.clone(),
-        reads: Mutex::new(Vec::new()),
-    });
+    let store = Arc::new(Counting::new(inner.clone()));
     let e = open(store.clone());
     e.reconfigure(interleaved_plan(300, 64)).unwrap();
     // A read of pages 310..350 (a miss) carries them to their slots. (40 pages: a gap
@@ -405,4 +415,80 @@ fn pages_carried_before_a_detach_are_never_placed() {
     assert_eq!(e.indirector().map().len(), 0);
     e.indirector().check();
     check_pages(&e, |_| 0);
+}
+
+/// Placed pages written (dirty), on an engine that keeps its plan in a file as `serve`
+/// does: FS pages 100..164 in the region, every fourth one dirty.
+fn placed_and_dirtied(store: Arc<Counting>, dir: &std::path::Path) -> Engine {
+    let e = Engine::open(
+        store,
+        EngineOptions {
+            max_copy_pages: 4,
+            ..EngineOptions::default()
+        },
+    )
+    .unwrap()
+    .0;
+    e.resume_reconfiguration(dir.join("img.reconfig")).unwrap();
+    e.reconfigure(interleaved_plan(100, 64)).unwrap();
+    run_copier(&e);
+    for p in (100..164).step_by(4) {
+        e.write_bytes(&page_of(1, p), p * PAGE as u64).unwrap();
+    }
+    e.flush().unwrap();
+    e
+}
+
+/// A copier round whose batch frees slots commits once: the round's progress commit
+/// finds nothing changed since the batch's own commit and makes none (it used to sync
+/// both devices once more, every round, while a plan was kept).
+#[test]
+fn a_round_that_frees_slots_commits_and_syncs_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(Counting::new(Arc::new(fresh_store(&layout(false)))));
+    let e = placed_and_dirtied(store.clone(), dir.path());
+    // What one commit syncs: a FLUSH after a write that changes the map.
+    let (syncs, commits) = (store.syncs(), e.status().commits);
+    e.write_bytes(&page_of(2, 700), 700 * PAGE as u64).unwrap();
+    e.flush().unwrap();
+    assert_eq!(e.status().commits, commits + 1);
+    let per_commit = store.syncs() - syncs;
+    // An empty plan: every placed page leaves (dirty ones evicted home), in one round.
+    e.reconfigure(Plan::new(8, "empty")).unwrap();
+    let (syncs, commits) = (store.syncs(), e.status().commits);
+    e.background_tick(true).unwrap();
+    assert!(!e.reconfig_pending(), "one round");
+    assert_eq!(e.status().commits, commits + 1);
+    assert_eq!(store.syncs() - syncs, per_commit, "one commit's syncs");
+    assert!(
+        !dir.path().join("img.reconfig").exists(),
+        "the plan is done"
+    );
+    check_pages(&e, |p| match p {
+        700 => 2,
+        p => u64::from((100..164).step_by(4).any(|q| q == p)),
+    });
+}
+
+/// A detach flushes back as the copier's batches, one commit per batch that frees
+/// slots, not one per step (16 evictions of 4 pages each here), and every page reads
+/// its last write from home, also after a reopen.
+#[test]
+fn a_detach_commits_once_per_batch_not_per_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let inner = Arc::new(fresh_store(&layout(false)));
+    let store = Arc::new(Counting::new(inner.clone()));
+    let e = placed_and_dirtied(store, dir.path());
+    let written = |p: u64| u64::from((100..164).step_by(4).any(|q| q == p));
+    let commits = e.status().commits;
+    e.detach().unwrap();
+    let s = e.status();
+    assert!(s.commits - commits <= 2, "{} commits", s.commits - commits);
+    assert_eq!(e.indirector().map().len(), 0);
+    check_pages(&e, written);
+    drop(e);
+    let e = open(Arc::new(MemStore::new(inner.devices().0, None)));
+    e.indirector().check();
+    assert_eq!(e.indirector().map().len(), 0);
+    check_pages(&e, written);
 }

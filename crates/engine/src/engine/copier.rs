@@ -122,6 +122,8 @@ pub struct CopierRound {
     pub done: usize,
     /// Steps (or pages of incoming steps) refused as stale.
     pub refused: usize,
+    /// Bytes the steps applied copied.
+    pub bytes: u64,
 }
 
 impl Engine {
@@ -184,7 +186,9 @@ impl Engine {
     /// Executes `steps` (valid in their order when they were computed) as the copy
     /// scheduler's batches of at most [`STAGING_BYTES`], each under one hold of the
     /// gate. Steps made stale meanwhile by foreground writes are refused (an incoming
-    /// step only for its stale pages).
+    /// step only for its stale pages). The one executor of copy steps under the gate:
+    /// a reconfiguration's rounds and a detach's flush back; a destage holds stripes
+    /// instead (engine/destage.rs).
     pub fn run_batches(&self, steps: &[Step]) -> io::Result<CopierRound> {
         if self.is_read_only() {
             return Err(rofs());
@@ -199,19 +203,25 @@ impl Engine {
             let r = self.run_batch(&batch.steps)?;
             total.done += r.done;
             total.refused += r.refused;
+            total.bytes += r.bytes;
         }
         Ok(total)
     }
 
     /// One batch: validate against the current map, read every source, write every
-    /// destination, apply the map effects, and commit when slots were freed.
+    /// destination, apply the map effects, and commit when slots were freed (also after
+    /// a failure, for the steps applied before it). The gate is held until that commit,
+    /// so no slot freed here is reused while the durable map still names it.
+    ///
+    /// The steps are validated on the live map, each as if alone: a batch's steps are
+    /// independent (the copy scheduler's contract, checked by the layout crate's
+    /// `a_batch_validates_on_the_map_before_it_under_foreground_writes`), so applying
+    /// one never changes what another's validation reads. A scratch copy of the map to
+    /// apply them to in turn cost a clone of the whole map per batch, under the gate.
     fn run_batch(&self, steps: &[Step]) -> io::Result<CopierRound> {
         let mut c = lock(&self.commit);
         let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
-        let (valid, refused) = {
-            let mut scratch = lock(&self.state).ind.clone();
-            valid_parts(steps, &mut scratch)
-        };
+        let (valid, refused) = valid_parts(steps, &lock(&self.state).ind);
         if refused > 0 {
             tracing::debug!(refused, "stale reconfiguration steps refused");
             self.counters
@@ -221,22 +231,29 @@ impl Engine {
         for step in &valid {
             self.forget_replicas_of_step(step);
         }
-        self.copy_batch(&valid)?;
-        for step in &valid {
-            self.apply_step(step, false)?;
-        }
+        let (mut done, mut frees) = (0, false);
+        let ran = self.copy_batch(&valid).and_then(|()| {
+            for step in &valid {
+                self.apply_step(step, false)?;
+                frees |= frees_slots(step);
+                done += 1;
+            }
+            Ok(())
+        });
         let mut st = lock(&self.state);
         for op in copy_ops(steps).filter(|op| op.kind == CopyKind::Incoming) {
             st.pending.forget(op.src.first, op.pages());
         }
         drop(st);
-        if valid.iter().any(frees_slots) {
+        if frees {
             let snap = self.snapshot(&c);
             self.persist(&mut c, snap)?;
         }
+        ran?;
         Ok(CopierRound {
-            done: valid.len(),
+            done,
             refused,
+            bytes: copy_ops(&valid).map(|op| op.bytes(&self.geo)).sum(),
         })
     }
 
@@ -338,21 +355,20 @@ impl Engine {
         runs.sort_by_key(|r| (r.op.dst.region == Region::Data, r.op.dst.first));
         // Lock order: stripes (a reader's, shared), gate, state.
         let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
-        let (mut scratch, queue_gen) = {
-            let st = lock(&self.state);
-            (st.ind.clone(), st.queue_gen)
-        };
+        let queue_gen = lock(&self.state).queue_gen;
         let page = self.geo.page.bytes() as usize;
         let mut placed = 0;
         // A run of a plan since replaced (or of a detach) is not this queue's to place.
         let current = |r: &&CarriedRun| r.queue_gen == queue_gen && self.carried.unchanged(r);
         for run in runs.iter().filter(current) {
-            let (valid, _) = valid_parts(&[Step::Copy(run.op)], &mut scratch);
+            // Validated on the live map: each run is applied before the next is validated.
+            let (valid, _) = valid_parts(&[Step::Copy(run.op)], &lock(&self.state).ind);
             for step in &valid {
                 let Step::Copy(op) = step else { continue };
                 let at = (op.src.first - run.op.src.first) as usize * page;
                 let bytes = &run.bytes[at..at + op.pages() as usize * page];
-                self.write_carried(op, bytes)?;
+                let requests = self.write_run(&op.dst, bytes)?;
+                self.counters.copier_requests.fetch_add(requests, Relaxed);
                 self.forget_replicas_of_step(step);
                 self.sum_copied_pages(op.dst.first as u32, bytes);
                 self.apply_step(step, false)?;
@@ -361,24 +377,6 @@ impl Engine {
         }
         self.counters.piggybacked_pages.fetch_add(placed, Relaxed);
         Ok(placed)
-    }
-
-    /// Writes a carried incoming page run to its slots.
-    fn write_carried(&self, op: &CopyOp, bytes: &[u8]) -> io::Result<()> {
-        let mut dev = StoreDevice {
-            engine: self,
-            store: self.store.as_ref(),
-        };
-        let mut at = 0;
-        for e in op.dst.device_extents(&self.geo) {
-            let n = e.bytes() as usize;
-            dev.write(op.dst.region, e, &bytes[at..at + n])?;
-            at += n;
-        }
-        self.counters
-            .copier_requests
-            .fetch_add(op.dst.device_extents(&self.geo).len() as u64, Relaxed);
-        Ok(())
     }
 }
 
@@ -403,14 +401,14 @@ pub(super) fn frees_slots(step: &Step) -> bool {
     }
 }
 
-/// The parts of `steps` still valid, each applied to `scratch` so a later step is
-/// validated on the map the earlier ones leave: a whole step when it validates, else for
-/// an incoming step its pages that still do (merged into runs: a foreground write or a
-/// piggybacked read placed the others). Returns them and how many were refused.
-fn valid_parts(steps: &[Step], scratch: &mut Indirector) -> (Vec<Step>, usize) {
+/// The parts of independent `steps` (one batch) still valid on `ind`'s map: a whole step
+/// when it validates, else for an incoming step its pages that still do (merged into
+/// runs: a foreground write or a piggybacked read placed the others). Returns them and
+/// how many were refused.
+fn valid_parts(steps: &[Step], ind: &Indirector) -> (Vec<Step>, usize) {
     let (mut out, mut refused) = (Vec::new(), 0);
     for step in steps {
-        if scratch.apply(step).is_ok() {
+        if ind.validate(step).is_ok() {
             out.push(*step);
             continue;
         }
@@ -429,9 +427,9 @@ fn valid_parts(steps: &[Step], scratch: &mut Indirector) -> (Vec<Step>, usize) {
                 dst: PageRun::new(op.dst.region, op.dst.first + i, 1),
                 ..*op
             };
-            if scratch.apply(&Step::Copy(one)).is_err() {
+            if ind.validate(&Step::Copy(one)).is_err() {
                 // A page a foreground read already carried to its slot is done, not stale.
-                if scratch.map().lookup(one.src.first) != Some(one.dst.first as u32) {
+                if ind.map().lookup(one.src.first) != Some(one.dst.first as u32) {
                     refused += 1;
                 }
                 out.extend(run.take().map(Step::Copy));

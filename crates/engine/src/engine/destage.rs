@@ -1,6 +1,6 @@
 //! Destage that lets foreground requests run (docs/format.md "Destage").
 //!
-//! [`Engine::run_steps`] holds the gate exclusively from the first copy to the end of
+//! [`Engine::run_batches`] holds the gate exclusively from the first copy to the end of
 //! the commit (three fdatasyncs), so every read and write waited for a whole segment's
 //! destage: random writes wider than the write buffer ran at a third of a plain file's
 //! speed. Here each eviction holds only the stripes of the pages it copies (no write to
@@ -40,10 +40,7 @@ impl Engine {
             }
         }
         if done > 0 {
-            let snap = {
-                let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
-                self.snapshot(&c)
-            };
+            let snap = self.snapshot_gated(&c);
             self.persist(&mut c, snap)?;
             // The durable map no longer names the freed slots: they may take new data.
             lock(&self.state).ind.release_held();

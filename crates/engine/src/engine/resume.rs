@@ -89,12 +89,21 @@ impl Engine {
     /// commits nothing until the next FLUSH): a commit is three synced writes, cheap
     /// beside a round's copies, and a crash loses at most one round's copies (they are
     /// redone). After the last step, commits and then forgets the plan.
+    ///
+    /// A round whose last batch freed slots has just committed (engine/copier.rs): then
+    /// nothing changed since, and no second commit is made (an empty one still synced
+    /// both devices, a drive cache drain each, once more per round).
     pub(super) fn commit_progress(&self) -> io::Result<()> {
         if lock(&self.reconfig_file).is_none() {
             return Ok(());
         }
         let pending = self.reconfig_pending();
-        self.commit_changes(&mut lock(&self.commit))?;
+        let mut c = lock(&self.commit);
+        let snap = self.snapshot_gated(&c);
+        if !snap.is_empty() {
+            self.persist(&mut c, snap)?;
+        }
+        drop(c);
         if !pending {
             self.forget_plan();
         }
