@@ -1255,6 +1255,7 @@ impl Engine {
             st.queue.clear();
             st.queue_gen += 1;
             st.pending = Default::default();
+            self.carried.note_waiting(&st.pending);
             st.reconfig.state = "detached".into();
             st.ind.set_mode(Mode::Detaching);
         }

@@ -13,6 +13,8 @@
 //! simulator costs), every extent here carries its [`Region`]: the engine may keep the
 //! region on a separate device, where a slot's sector number means another place.
 
+use std::borrow::Cow;
+
 use crate::bopt::{Geometry, Region};
 use crate::copy::{PageRun, Step};
 use crate::schedule::{merge_extents, pair_extents, ExtentMove};
@@ -102,9 +104,18 @@ impl BatchIo {
 /// A batch's sources, read into one buffer.
 #[derive(Clone, Debug, Default)]
 pub struct Staged {
-    /// Each read extent and where its bytes start in `buf`.
+    /// Each read extent and where its bytes start in `buf`, in [`BatchIo::reads`]' order:
+    /// the data area's ascending, then the BOPT's (see [`read_key`]).
     reads: Vec<(Region, Extent, usize)>,
     buf: Vec<u8>,
+}
+
+/// The order of a batch's reads: by region (the data area first), then by sector. A
+/// staged extent is found by binary search on it: a batch of scattered pages has about
+/// as many reads as moves, and a linear search per move cost O(moves x reads) with
+/// every foreground request waiting on the gate.
+fn read_key(region: Region, e: &Extent) -> (bool, u64) {
+    (region == Region::Bopt, e.start_sector)
 }
 
 impl Staged {
@@ -113,25 +124,31 @@ impl Staged {
     /// # Panics
     /// When `extent` was not read (a caller bug: it was not a source of the batch).
     pub fn bytes(&self, region: Region, extent: Extent) -> &[u8] {
-        let (_, read, at) = self
+        let key = read_key(region, &extent);
+        let after = self
             .reads
-            .iter()
-            .find(|(r, e, _)| {
-                *r == region
-                    && e.start_sector <= extent.start_sector
-                    && extent.end_sector() <= e.end_sector()
-            })
+            .partition_point(|(r, e, _)| read_key(*r, e) <= key);
+        let (_, read, at) = after
+            .checked_sub(1)
+            .map(|i| &self.reads[i])
+            .filter(|(r, e, _)| *r == region && extent.end_sector() <= e.end_sector())
             .expect("extent is a staged source");
         let from = at + ((extent.start_sector - read.start_sector) * 512) as usize;
         &self.buf[from..from + extent.bytes() as usize]
     }
 
-    /// The staged bytes of a source run, in page order.
-    pub fn run_bytes(&self, run: &PageRun, g: &Geometry) -> Vec<u8> {
-        run.device_extents(g)
-            .into_iter()
-            .flat_map(|e| self.bytes(run.region, e).iter().copied())
-            .collect()
+    /// The staged bytes of a source run, in page order: borrowed when the run is one
+    /// device extent (the common case), gathered when it is split around the BOPT.
+    pub fn run_bytes(&self, run: &PageRun, g: &Geometry) -> Cow<'_, [u8]> {
+        match run.device_extents(g).as_slice() {
+            [e] => Cow::Borrowed(self.bytes(run.region, *e)),
+            extents => Cow::Owned(
+                extents
+                    .iter()
+                    .flat_map(|e| self.bytes(run.region, *e).iter().copied())
+                    .collect(),
+            ),
+        }
     }
 }
 
@@ -142,6 +159,10 @@ pub fn read_sources<D: CopyDevice + ?Sized>(io: &BatchIo, dev: &mut D) -> Result
         buf: vec![0u8; io.staged_bytes() as usize],
     };
     let mut at = 0usize;
+    debug_assert!(io
+        .reads
+        .windows(2)
+        .all(|w| read_key(w[0].0, &w[0].1) < read_key(w[1].0, &w[1].1)));
     for &(region, e) in &io.reads {
         let n = e.bytes() as usize;
         dev.read(region, e, &mut staged.buf[at..at + n])?;
@@ -215,16 +236,21 @@ mod tests {
         Step::Copy(CopyOp { kind, src, dst })
     }
 
-    #[test]
-    fn a_batch_reads_merged_sources_and_writes_merged_destinations_in_one_pass() {
-        let g = Geometry::new(&BoptConfig {
-            data_sectors: 8 * 64,
-            bopt_pages: 16,
+    /// A geometry of `data_pages` 4 KiB pages and `bopt_pages` slots.
+    fn geometry(data_pages: u64, bopt_pages: u32) -> Geometry {
+        Geometry::new(&BoptConfig {
+            data_sectors: 8 * data_pages,
+            bopt_pages,
             segment_pages: 4,
             write_buffer_fraction: 0.25,
             ..BoptConfig::default()
         })
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn a_batch_reads_merged_sources_and_writes_merged_destinations_in_one_pass() {
+        let g = geometry(64, 16);
         let page = g.page.bytes() as usize;
         let fill = |n: usize, base: u8| -> Vec<u8> {
             (0..n * page)
@@ -253,8 +279,8 @@ mod tests {
         assert_eq!(io.writes.len(), 3, "{:?}", io.writes);
         let staged = read_sources(&io, &mut dev).unwrap();
         assert_eq!(
-            staged.run_bytes(&data(10, 4), &g),
-            fill(64, 0)[10 * page..14 * page]
+            &*staged.run_bytes(&data(10, 4), &g),
+            &fill(64, 0)[10 * page..14 * page]
         );
         write_destinations(&io, &staged, &mut dev).unwrap();
         assert_eq!(dev.log.len(), io.requests());
@@ -264,5 +290,48 @@ mod tests {
         assert_eq!(dev.bopt[at(9)..at(10)], fill(64, 0)[40 * page..41 * page]);
         assert!(dev.bopt[at(8)..at(9)].iter().all(|&b| b == 0xee));
         assert!(dev.data[30 * page..31 * page].iter().all(|&b| b == 0x77));
+    }
+
+    /// Many separate sources in both regions: every destination gets its own source's
+    /// bytes (each staged extent is found among the others, in either region).
+    #[test]
+    fn scattered_sources_of_both_regions_each_reach_their_destination() {
+        let g = geometry(512, 64);
+        let page = g.page.bytes() as usize;
+        let slot_at = |s: u32| (g.bopt_sector(s, 0) * 512) as usize;
+        let mut dev = Mem {
+            data: (0..512 * page).map(|i| (i / page) as u8).collect(),
+            bopt: vec![0; slot_at(63) + page],
+            log: Vec::new(),
+        };
+        for s in 0..64 {
+            dev.bopt[slot_at(s)..][..page].fill(200u8.wrapping_add(s as u8));
+        }
+        let data = |p, n| PageRun::new(Region::Data, p, n);
+        let slot = |s, n| PageRun::new(Region::Bopt, s, n);
+        let mut steps: Vec<Step> = (0..20u64)
+            .map(|i| copy(CopyKind::Incoming, data(3 * i, 1), slot(i, 1)))
+            .collect();
+        steps.extend(
+            (0..10u64).map(|j| copy(CopyKind::Evict, slot(40 + 2 * j, 1), data(400 + 2 * j, 1))),
+        );
+        let io = BatchIo::of_steps(&steps, &g, 0);
+        assert_eq!(io.reads.len(), 30, "every source read on its own");
+        let staged = read_sources(&io, &mut dev).unwrap();
+        write_destinations(&io, &staged, &mut dev).unwrap();
+        for i in 0..20u32 {
+            assert!(dev.bopt[slot_at(i)..][..page]
+                .iter()
+                .all(|&b| b == 3 * i as u8));
+        }
+        for j in 0..10usize {
+            let home = &dev.data[(400 + 2 * j) * page..][..page];
+            assert!(
+                home.iter()
+                    .all(|&b| b == 200u8.wrapping_add((40 + 2 * j) as u8)),
+                "page {}",
+                400 + 2 * j
+            );
+        }
     }
 }

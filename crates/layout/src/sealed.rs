@@ -49,25 +49,24 @@ impl SealKind {
         out
     }
 
-    /// The payload of [`SealKind::seal`]'s bytes, checked whole.
+    /// The payload of [`SealKind::seal`]'s bytes, checked whole: each field in header
+    /// order, each check one test (a file too short for a field is torn, unless what it
+    /// holds already says it is not ours).
     pub fn unseal<'b>(&self, bytes: &'b [u8]) -> Result<&'b [u8], SealError> {
         let what = self.what;
-        let promised = match bytes.get(8..20) {
-            Some(h) => u64::from_le_bytes(h[4..12].try_into().expect("8 bytes")),
-            None if bytes.len() >= 8 && &bytes[..8] != self.magic => {
-                return Err(SealError::Magic { what })
-            }
-            None => {
-                let bytes = bytes.len();
-                return Err(SealError::Truncated {
-                    what,
-                    bytes,
-                    promised: 0,
-                });
-            }
+        let torn = |promised| SealError::Truncated {
+            what,
+            bytes: bytes.len(),
+            promised,
         };
+        if bytes.len() < 8 {
+            return Err(torn(0));
+        }
         if &bytes[..8] != self.magic {
             return Err(SealError::Magic { what });
+        }
+        if bytes.len() < HEADER_BYTES {
+            return Err(torn(0));
         }
         let found = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
         if found != self.version {
@@ -78,14 +77,10 @@ impl SealKind {
                 expected,
             });
         }
-        let payload = bytes.get(HEADER_BYTES..).unwrap_or_default();
-        if payload.len() as u64 != promised || bytes.len() < HEADER_BYTES {
-            let bytes = bytes.len();
-            return Err(SealError::Truncated {
-                what,
-                bytes,
-                promised,
-            });
+        let promised = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes"));
+        let payload = &bytes[HEADER_BYTES..];
+        if payload.len() as u64 != promised {
+            return Err(torn(promised));
         }
         let crc = u32::from_le_bytes(bytes[20..24].try_into().expect("4 bytes"));
         if crc32c::crc32c(payload) != crc {
@@ -114,10 +109,12 @@ mod tests {
             matches!(torn, SealError::Truncated { promised: 7, .. }),
             "{torn}"
         );
-        assert!(matches!(
-            KIND.unseal(&bytes[..10]),
-            Err(SealError::Truncated { .. })
-        ));
+        for n in 0..bytes.len() {
+            assert!(
+                matches!(KIND.unseal(&bytes[..n]), Err(SealError::Truncated { .. })),
+                "a {n}-byte prefix is torn"
+            );
+        }
         let mut flipped = bytes.clone();
         *flipped.last_mut().unwrap() ^= 0x40;
         assert_eq!(

@@ -32,7 +32,7 @@ use reblock_layout::{
     Indirector, PageRun, PendingIncoming, Region, ScheduleOptions, Step,
 };
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
 /// Bytes of pages one batch of the copier moves (and the gate is held for): small
@@ -55,9 +55,22 @@ pub const CARRIED_BYTES: u64 = 4 * STAGING_BYTES;
 
 /// Pages foreground reads carried for the running plan, held until written together.
 pub(super) struct Carried {
-    runs: Mutex<Vec<CarriedRun>>,
+    held: Mutex<HeldRuns>,
     /// Per stripe: how often it was held for writing (its pages' bytes may have changed).
     generations: Vec<AtomicU64>,
+    /// True while the running plan has incoming pages waiting for their slots: a
+    /// foreground read looks for pages to carry (under the state lock) only then, so
+    /// with no plan running a read takes no lock for piggybacking. A hint only: a read
+    /// that sees it stale carries nothing, and the copier copies its pages.
+    waiting: AtomicBool,
+}
+
+/// The carried runs and their bytes in all (kept as they come, so that a reader checks
+/// the [`CARRIED_BYTES`] bound without summing every run).
+#[derive(Default)]
+struct HeldRuns {
+    runs: Vec<CarriedRun>,
+    bytes: u64,
 }
 
 /// One incoming step's pages, as a foreground read found them.
@@ -73,9 +86,15 @@ struct CarriedRun {
 impl Carried {
     pub(super) fn new(stripes: usize) -> Carried {
         Carried {
-            runs: Mutex::new(Vec::new()),
+            held: Mutex::new(HeldRuns::default()),
             generations: (0..stripes).map(|_| AtomicU64::new(0)).collect(),
+            waiting: AtomicBool::new(false),
         }
+    }
+
+    /// Notes whether the running plan's incoming pages all found their slots.
+    pub(super) fn note_waiting(&self, pending: &PendingIncoming) {
+        self.waiting.store(!pending.is_empty(), Relaxed);
     }
 
     /// Stripe `i` is held for writing.
@@ -136,8 +155,9 @@ impl Engine {
         st.queue.extend(sched.steps().copied());
         st.queue_gen += 1;
         st.pending = PendingIncoming::from_steps(steps);
+        self.carried.note_waiting(&st.pending);
         // Pages carried for the plan replaced are not this plan's to place.
-        lock(&self.carried.runs).clear();
+        *lock(&self.carried.held) = HeldRuns::default();
     }
 
     /// The staging buffer's size in pages.
@@ -244,6 +264,7 @@ impl Engine {
         for op in copy_ops(steps).filter(|op| op.kind == CopyKind::Incoming) {
             st.pending.forget(op.src.first, op.pages());
         }
+        self.carried.note_waiting(&st.pending);
         drop(st);
         if frees {
             let snap = self.snapshot(&c);
@@ -296,7 +317,7 @@ impl Engine {
         let ps = self.geo.page.sectors();
         let first = sector.div_ceil(ps);
         let end = (sector + buf.len() as u64 / 512) / ps;
-        if end <= first || self.is_read_only() {
+        if end <= first || !self.carried.waiting.load(Relaxed) || self.is_read_only() {
             return;
         }
         // One lock: `take_read` finds nothing (and allocates nothing) when no page of the
@@ -309,19 +330,22 @@ impl Engine {
                 queue_gen,
                 ..
             } = &mut *st;
-            (pending.take_read(ind, first, end - first), *queue_gen)
+            let steps = pending.take_read(ind, first, end - first);
+            self.carried.note_waiting(pending);
+            (steps, *queue_gen)
         };
         if steps.is_empty() {
             return;
         }
         let page = self.geo.page.bytes() as usize;
-        let mut held = lock(&self.carried.runs);
+        let mut held = lock(&self.carried.held);
         for step in &steps {
             let Step::Copy(op) = step else { continue };
             let at =
                 ((op.src.first - first) as usize) * page + ((first * ps - sector) * 512) as usize;
             let stripes = self.stripe_ids(op.src.first * ps, (op.src.first + op.pages()) * ps);
-            held.push(CarriedRun {
+            held.bytes += op.bytes(&self.geo);
+            held.runs.push(CarriedRun {
                 queue_gen,
                 op: *op,
                 bytes: buf[at..at + op.pages() as usize * page].to_vec(),
@@ -331,7 +355,7 @@ impl Engine {
                     .collect(),
             });
         }
-        let full = held.iter().map(|r| r.bytes.len() as u64).sum::<u64>() >= CARRIED_BYTES;
+        let full = held.bytes >= CARRIED_BYTES;
         drop(held);
         if full {
             if let Err(e) = self.place_carried() {
@@ -348,7 +372,7 @@ impl Engine {
     /// is dropped. Nothing is freed, so no commit: until the next FLUSH the durable
     /// map simply does not name the slots. Returns the pages placed.
     pub(super) fn place_carried(&self) -> io::Result<u64> {
-        let mut runs = std::mem::take(&mut *lock(&self.carried.runs));
+        let mut runs = std::mem::take(&mut *lock(&self.carried.held)).runs;
         if runs.is_empty() {
             return Ok(0);
         }
