@@ -203,8 +203,14 @@ impl RequestWindow {
         self.seen.load(Relaxed)
     }
     pub fn snapshot(&self) -> Vec<Request> {
+        self.newest(u64::MAX)
+    }
+    /// The newest `n` requests (all the ring holds when fewer). Only they are copied:
+    /// every served request waits on this lock to be recorded.
+    pub fn newest(&self, n: u64) -> Vec<Request> {
         let r = self.ring.lock().unwrap_or_else(|e| e.into_inner());
-        r.iter().copied().collect()
+        let keep = r.len().min(usize::try_from(n).unwrap_or(usize::MAX));
+        r.range(r.len() - keep..).copied().collect()
     }
     fn push(&self, req: Request) {
         let mut r = self.ring.lock().unwrap_or_else(|e| e.into_inner());
@@ -281,19 +287,10 @@ pub fn check_online_policy(name: &str) -> Result<(), ReplanError> {
     })
 }
 
-/// The read-cache placement `policy` makes from `requests`, sized to the engine's read
-/// cache (requests past the data area are left out: the server refuses them anyway).
-fn placement_of(
-    engine: &Engine,
-    policy: &str,
-    learnt: Option<&Learner>,
-    requests: &[Request],
-) -> Result<Placement, ReplanError> {
-    placement_with(engine, (policy, learnt), requests, 1.0)
-}
-
-/// [`placement_of`] with the edge-weight floor of a trial made from `share` of the
-/// training ([`trial_params`], the function `evaluate` plans its trials with).
+/// The read-cache placement `policy` makes from `requests` (within the data area: see
+/// [`in_data_area`]), sized to the engine's read cache, with the edge-weight floor of a
+/// trial made from `share` of the training ([`trial_params`], the function `evaluate`
+/// plans its trials with; 1.0: no trial).
 fn placement_with(
     engine: &Engine,
     (policy, learnt): (&str, Option<&Learner>),
@@ -304,10 +301,9 @@ fn placement_with(
     let layout = engine.layout();
     let page_sectors =
         NonZeroU32::new(layout.page_bytes / 512).ok_or(ReplanError::PageSize(layout.page_bytes))?;
-    let requests = in_data_area(engine, requests);
     let graph = match learnt {
-        Some(l) => l.graph_with(&requests),
-        None => build_graphs(requests),
+        Some(l) => l.graph_with(requests),
+        None => build_graphs(requests.iter().copied()),
     };
     let params = PlanParams {
         page_sectors,
@@ -342,7 +338,8 @@ pub fn plan_and_apply(
     policy: &str,
     requests: Vec<Request>,
 ) -> Result<u64, ReplanError> {
-    let placement = placement_of(engine, policy, None, &requests)?;
+    let requests = in_data_area(engine, &requests);
+    let placement = placement_with(engine, (policy, None), &requests, 1.0)?;
     engine.want_replicas(&placement.replicas);
     install(engine, &placement)
 }
@@ -361,18 +358,29 @@ pub struct Guarded {
 /// judged on it), scaled to `next_requests`, plus its scheduled copy cost.
 pub fn plan_guarded(
     engine: &Engine,
-    (policy, learnt): (&str, Option<&Learner>),
+    how: (&str, Option<&Learner>),
     requests: &[Request],
     model: &AdmissionModel,
     next_requests: u64,
 ) -> Result<Guarded, ReplanError> {
     let requests = in_data_area(engine, requests);
+    guarded_in_data_area(engine, how, &requests, model, next_requests)
+}
+
+/// [`plan_guarded`] of requests already within the data area.
+fn guarded_in_data_area(
+    engine: &Engine,
+    (policy, learnt): (&str, Option<&Learner>),
+    requests: &[Request],
+    model: &AdmissionModel,
+    next_requests: u64,
+) -> Result<Guarded, ReplanError> {
     let tail_len = (requests.len() / 4).clamp(1, next_requests.max(1) as usize);
     let split = requests.len().saturating_sub(tail_len);
     let tail = &requests[split..];
     // The plan placed is the plan tried: both with the trial's floor, as `evaluate`.
     let share = split as f64 / requests.len().max(1) as f64;
-    let plan = placement_with(engine, (policy, learnt), &requests, share)?;
+    let plan = placement_with(engine, (policy, learnt), requests, share)?;
     // FS2 replicas are made page by page in idle time under the copier's rate limit and
     // the free-space watermarks; the admission below weighs the BOPT part.
     engine.want_replicas(&plan.replicas);
@@ -517,7 +525,7 @@ impl Replanner {
                 // A clean stop keeps what was learnt since the last plan.
                 let since = window.seen() - t.seen_at_plan;
                 if since > 0 {
-                    planner.checkpoint(&engine, &newest(&window, since));
+                    planner.checkpoint(&in_data_area(&engine, &window.newest(since)));
                 }
             })
             .map_err(ReplanError::Spawn)?;
@@ -544,14 +552,6 @@ struct Planner {
     learner: Option<Learner>,
 }
 
-/// The newest `n` requests of the window (all it holds when fewer).
-fn newest(window: &RequestWindow, n: u64) -> Vec<Request> {
-    let mut all = window.snapshot();
-    let keep = all.len().min(usize::try_from(n).unwrap_or(usize::MAX));
-    all.drain(..all.len() - keep);
-    all
-}
-
 /// Requests the next plan is expected to serve: a request-count trigger's period; for
 /// any other trigger (time, idle, hit-rate drop) the number served since the last plan,
 /// the best guess of the next spell. (Scaling to the whole window instead made an idle
@@ -564,8 +564,9 @@ fn expected_period(every: Option<Every>, since_last_plan: u64) -> u64 {
 }
 
 impl Planner {
-    /// Plans once, guarded or not, from `requests` (with the learning state: the
-    /// requests since the last plan; without: the window); the pages installed.
+    /// Plans once, guarded or not, from `requests` within the data area (with the
+    /// learning state: the requests since the last plan; without: the window); the
+    /// pages installed.
     fn run(
         &self,
         engine: &Engine,
@@ -575,10 +576,11 @@ impl Planner {
     ) -> Result<u64, ReplanError> {
         let learnt = self.learner.as_ref();
         let Some(model) = &self.model else {
-            return install(engine, &placement_of(engine, &s.policy, learnt, requests)?);
+            let placement = placement_with(engine, (&s.policy, learnt), requests, 1.0)?;
+            return install(engine, &placement);
         };
         let next = expected_period(self.every, since_last_plan);
-        let g = plan_guarded(engine, (&s.policy, learnt), requests, model, next)?;
+        let g = guarded_in_data_area(engine, (&s.policy, learnt), requests, model, next)?;
         match g.admission.choice {
             Choice::Plan => s.admitted += 1,
             Choice::Keep => s.refused += 1,
@@ -589,10 +591,11 @@ impl Planner {
         Ok(g.pages)
     }
 
-    /// The requests since the last plan join the learning state, which is kept.
-    fn checkpoint(&mut self, engine: &Engine, new: &[Request]) {
+    /// The requests since the last plan (within the data area) join the learning
+    /// state, which is kept.
+    fn checkpoint(&mut self, new: &[Request]) {
         if let Some(l) = &mut self.learner {
-            l.checkpoint(&in_data_area(engine, new));
+            l.checkpoint(new);
         }
     }
 
@@ -617,13 +620,15 @@ fn replan_once(
     since_last_plan: u64,
 ) {
     let requests = match planner.learner {
-        Some(_) => newest(window, since_last_plan),
+        Some(_) => window.newest(since_last_plan),
         None => window.snapshot(),
     };
+    // Filtered once here: the plan, the guard's trial and the learning state all use them.
+    let requests = in_data_area(engine, &requests);
     let n = requests.len() as u64;
     let t0 = Instant::now();
     let planned = planner.run(engine, s, &requests, since_last_plan);
-    planner.checkpoint(engine, &requests);
+    planner.checkpoint(&requests);
     planner.report_learning(s);
     match planned {
         Ok(pages) => {
@@ -734,5 +739,9 @@ mod tests {
             vec![(1, 2), (8, 1)]
         );
         assert_eq!(s[0].pid, Some(7));
+        // The newest n: only the tail, all of the ring when it holds fewer.
+        assert_eq!(w.newest(1), s[1..]);
+        assert_eq!(w.newest(5), s);
+        assert!(w.newest(0).is_empty());
     }
 }
