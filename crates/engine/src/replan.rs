@@ -358,11 +358,12 @@ pub struct Guarded {
 /// Plans from `requests` and lets the admission rule (the one `evaluate` applies) decide
 /// between the plan, the layout in place and the plain layout: each is replayed on
 /// `model` over the last part of the window (the backtest: a plan made without it is
-/// judged on it), scaled to `next_requests`, plus its scheduled copy cost.
+/// judged on it), scaled to `next_requests`, plus its scheduled copy cost. `history`:
+/// the requests served before `requests` (older window), evidence of recurrence only.
 pub fn plan_guarded(
     engine: &Engine,
     (policy, learnt): (&str, Option<&Learner>),
-    requests: &[Request],
+    (history, requests): (&[Request], &[Request]),
     model: &AdmissionModel,
     next_requests: u64,
 ) -> Result<Guarded, ReplanError> {
@@ -377,9 +378,11 @@ pub fn plan_guarded(
     // the free-space watermarks; the admission below weighs the BOPT part.
     engine.want_replicas(&plan.replicas);
     let trial = placement_with(engine, (policy, learnt), &requests[..split], share)?;
+    let history = in_data_area(engine, history);
     let b = Backtest {
         tail,
         before: &requests[..split],
+        history: &history,
         scale: next_requests as f64 / tail.len().max(1) as f64,
     };
     let admission = model
@@ -570,7 +573,7 @@ impl Planner {
         &self,
         engine: &Engine,
         s: &mut ReplanStatus,
-        requests: &[Request],
+        (history, requests): (&[Request], &[Request]),
         since_last_plan: u64,
     ) -> Result<u64, ReplanError> {
         let learnt = self.learner.as_ref();
@@ -578,7 +581,13 @@ impl Planner {
             return install(engine, &placement_of(engine, &s.policy, learnt, requests)?);
         };
         let next = expected_period(self.every, since_last_plan);
-        let g = plan_guarded(engine, (&s.policy, learnt), requests, model, next)?;
+        let g = plan_guarded(
+            engine,
+            (&s.policy, learnt),
+            (history, requests),
+            model,
+            next,
+        )?;
         match g.admission.choice {
             Choice::Plan => s.admitted += 1,
             Choice::Keep => s.refused += 1,
@@ -616,14 +625,20 @@ fn replan_once(
     trigger: &str,
     since_last_plan: u64,
 ) {
-    let requests = match planner.learner {
-        Some(_) => newest(window, since_last_plan),
-        None => window.snapshot(),
+    // With a learning state the plan learns the requests since the last plan; the older
+    // window is still the admission's evidence of what recurs.
+    let all = window.snapshot();
+    let planned_from = match planner.learner {
+        Some(_) => all
+            .len()
+            .min(usize::try_from(since_last_plan).unwrap_or(usize::MAX)),
+        None => all.len(),
     };
+    let (history, requests) = all.split_at(all.len() - planned_from);
     let n = requests.len() as u64;
     let t0 = Instant::now();
-    let planned = planner.run(engine, s, &requests, since_last_plan);
-    planner.checkpoint(engine, &requests);
+    let planned = planner.run(engine, s, (history, requests), since_last_plan);
+    planner.checkpoint(engine, requests);
     planner.report_learning(s);
     match planned {
         Ok(pages) => {
