@@ -355,23 +355,25 @@ pub struct Guarded {
 /// Plans from `requests` and lets the admission rule (the one `evaluate` applies) decide
 /// between the plan, the layout in place and the plain layout: each is replayed on
 /// `model` over the last part of the window (the backtest: a plan made without it is
-/// judged on it), scaled to `next_requests`, plus its scheduled copy cost.
+/// judged on it), scaled to `next_requests`, plus its scheduled copy cost. `history`:
+/// the requests served before `requests` (the older window), evidence of recurrence only.
 pub fn plan_guarded(
     engine: &Engine,
     how: (&str, Option<&Learner>),
-    requests: &[Request],
+    (history, requests): (&[Request], &[Request]),
     model: &AdmissionModel,
     next_requests: u64,
 ) -> Result<Guarded, ReplanError> {
+    let history = in_data_area(engine, history);
     let requests = in_data_area(engine, requests);
-    guarded_in_data_area(engine, how, &requests, model, next_requests)
+    guarded_in_data_area(engine, how, (&history, &requests), model, next_requests)
 }
 
 /// [`plan_guarded`] of requests already within the data area.
 fn guarded_in_data_area(
     engine: &Engine,
     (policy, learnt): (&str, Option<&Learner>),
-    requests: &[Request],
+    (history, requests): (&[Request], &[Request]),
     model: &AdmissionModel,
     next_requests: u64,
 ) -> Result<Guarded, ReplanError> {
@@ -388,6 +390,7 @@ fn guarded_in_data_area(
     let b = Backtest {
         tail,
         before: &requests[..split],
+        history,
         scale: next_requests as f64 / tail.len().max(1) as f64,
     };
     let admission = model
@@ -571,7 +574,7 @@ impl Planner {
         &self,
         engine: &Engine,
         s: &mut ReplanStatus,
-        requests: &[Request],
+        (history, requests): (&[Request], &[Request]),
         since_last_plan: u64,
     ) -> Result<u64, ReplanError> {
         let learnt = self.learner.as_ref();
@@ -580,7 +583,13 @@ impl Planner {
             return install(engine, &placement);
         };
         let next = expected_period(self.every, since_last_plan);
-        let g = guarded_in_data_area(engine, (&s.policy, learnt), requests, model, next)?;
+        let g = guarded_in_data_area(
+            engine,
+            (&s.policy, learnt),
+            (history, requests),
+            model,
+            next,
+        )?;
         match g.admission.choice {
             Choice::Plan => s.admitted += 1,
             Choice::Keep => s.refused += 1,
@@ -619,15 +628,23 @@ fn replan_once(
     trigger: &str,
     since_last_plan: u64,
 ) {
-    let requests = match planner.learner {
-        Some(_) => window.newest(since_last_plan),
-        None => window.snapshot(),
+    // With a learning state the plan learns the requests since the last plan; the older
+    // window is still the admission's evidence of what recurs (a start-up's day repeats
+    // the day before it, not its own first hours).
+    let all = window.snapshot();
+    let planned_from = match planner.learner {
+        Some(_) => (all.len()).min(usize::try_from(since_last_plan).unwrap_or(usize::MAX)),
+        None => all.len(),
     };
+    let (history, requests) = all.split_at(all.len() - planned_from);
     // Filtered once here: the plan, the guard's trial and the learning state all use them.
-    let requests = in_data_area(engine, &requests);
+    let (history, requests) = (
+        in_data_area(engine, history),
+        in_data_area(engine, requests),
+    );
     let n = requests.len() as u64;
     let t0 = Instant::now();
-    let planned = planner.run(engine, s, &requests, since_last_plan);
+    let planned = planner.run(engine, s, (&history, &requests), since_last_plan);
     planner.checkpoint(&requests);
     planner.report_learning(s);
     match planned {

@@ -113,3 +113,44 @@ fn repetitive_reads_are_replanned_into_the_read_cache_and_data_stays_intact() {
         assert_eq!(b, reference[p as usize], "page {p} after re-planning");
     }
 }
+
+/// A day of a start-up workload: the same scattered pages read in the same order.
+fn day(start_ns: u64, pages: &[u64]) -> Vec<reblock_trace::Request> {
+    (pages.iter().enumerate())
+        .map(|(i, &p)| reblock_trace::Request {
+            ts_ns: start_ns + i as u64 * 1_000_000,
+            pid: None,
+            command: reblock_trace::NO_COMMAND,
+            device: 0,
+            sector: p * 8,
+            sectors: 8,
+            op: reblock_trace::Op::Read,
+        })
+        .collect()
+}
+
+/// Regression: with a learning state the re-planner plans from the requests since the last
+/// plan, and judged recurrence on those alone. A day that repeats the day before it but
+/// reads each page once looked like a workload that never recurs (every plan of a 5-day
+/// start-up capture was refused). The window's older requests are evidence too.
+#[test]
+fn the_admission_counts_pages_of_earlier_spells_as_seen() {
+    use reblock_engine::replan::plan_guarded;
+    use reblock_eval::online::AdmissionModel;
+    let l = layout();
+    let store = Arc::new(MemStore::new(vec![0u8; l.device_bytes as usize], None));
+    Engine::format(store.as_ref(), &l, 1).unwrap();
+    let e = Engine::open(store, EngineOptions::default()).unwrap().0;
+    let pages = l.data_bytes / PAGE as u64;
+    let hot: Vec<u64> = (0..40).map(|i| (i * 37 + 5) % pages).collect();
+    let (day1, day2) = (day(0, &hot), day(1_000_000_000, &hot));
+    let model = AdmissionModel::new("hdd:wd2500aaks").unwrap();
+    let alone = plan_guarded(&e, ("borg", None), (&[], &day2), &model, 40).unwrap();
+    let with_history = plan_guarded(&e, ("borg", None), (&day1, &day2), &model, 40).unwrap();
+    assert_eq!(alone.admission.recurrence, 0.0, "{:?}", alone.admission);
+    assert_eq!(
+        with_history.admission.recurrence, 1.0,
+        "{:?}",
+        with_history.admission
+    );
+}
