@@ -207,6 +207,21 @@ impl PairsFile {
     pub fn least_support(&self) -> Option<u32> {
         self.pairs.iter().map(|p| p.support).min()
     }
+
+    /// A note when an evaluation asks for a support below every support in the file:
+    /// if the file was mined with a higher one, the runs below it lack pairs they would
+    /// use. A file cannot say how it was mined, so this is a note, not a refusal.
+    pub fn support_note(&self, supports: &[u32]) -> Option<String> {
+        let (least, asked) = (self.least_support()?, *supports.iter().min()?);
+        (asked < least).then(|| {
+            format!(
+                "--support {asked}, but every pair of {} has a support of {least} or more: \
+                 if it was mined with --support above {asked}, the runs at {asked} lack the \
+                 pairs below it",
+                self.path.display()
+            )
+        })
+    }
 }
 
 #[cfg(test)]
@@ -254,5 +269,11 @@ mod tests {
         let got: Vec<_> = file.pairs.iter().map(|p| (p.a, p.b, p.support)).collect();
         assert_eq!(got, [(1, 2, 7), (5, 9, 2)]);
         assert_eq!(file.least_support(), Some(2));
+        assert_eq!(file.support_note(&[2, 5]), None);
+        let note = file.support_note(&[5, 1]).unwrap();
+        assert!(
+            note.starts_with("--support 1, but every pair of p.json"),
+            "{note}"
+        );
     }
 }
