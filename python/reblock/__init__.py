@@ -1,10 +1,12 @@
-"""reblock in the data stack: block traces as pyarrow Tables, workload analysis and
-frequent block pairs as the dicts ``reblock analyze --json`` and ``reblock pairs --json``
-print, computed by reblock's own Rust library (no subprocess).
+"""reblock in the data stack: block traces as pyarrow Tables; workload analysis,
+simulation, layout evaluation and planning, and frequent block pairs as the dicts
+``reblock analyze|simulate|evaluate|plan|pairs --json`` print, computed by reblock's own
+Rust library (no subprocess).
 
 >>> import reblock
 >>> table = reblock.read_trace("trace.parquet")      # any format reblock reads
 >>> reblock.analyze("trace.parquet")["requests"]
+>>> reblock.evaluate("trace.parquet", policies="vanilla,borg")["policies"]["borg"]
 >>> reblock.pairs("trace.parquet", support=5)["pairs"][:3]
 
 The pair mining also runs on Spark: ``python -m reblock.spark pairs TRACE.parquet``
