@@ -215,6 +215,24 @@ class LateRequest(ValueError):
     ``reblock pairs`` refuses such a trace (without ``--sort``), and so does the job."""
 
 
+class MissingColumn(ValueError):
+    """A Parquet file without a column the job reads (``ts_ns``, ``sector``,
+    ``sectors``, ``op``)."""
+
+
+# The columns the job reads; any integer width or signedness, any string type.
+TRACE_COLUMNS = ("ts_ns", "sector", "sectors", "op")
+
+
+def _require_columns(trace, path: str) -> None:
+    """Raises :class:`MissingColumn` naming the path and the first column it lacks."""
+    for name in TRACE_COLUMNS:
+        if name not in trace.columns:
+            raise MissingColumn(
+                f"{path}: no column `{name}` (a trace needs {', '.join(TRACE_COLUMNS)}; "
+                f"it has {', '.join(trace.columns) or 'none'}; `reblock convert` writes one)")
+
+
 # A run of consecutive order keys: first key, last key, least and greatest time, and how
 # far its latest-coming request is behind the latest one before it within the run.
 Run = Tuple[int, int, int, int, int]
@@ -471,6 +489,7 @@ def mined_pairs(spark, path: str, support: int = 1, session: str = "100us",
     window_ns = parse_session(session)
     reorder_ns = None if sort else parse_reorder_window(reorder_window)
     trace = spark.read.parquet(path)
+    _require_columns(trace, path)
     files = _trace_files(trace)
     every = _requests(spark, trace, files)
     behind = time_order(every, reorder_ns, files)
@@ -575,13 +594,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.partitions is not None and args.partitions < 1:
         parser.error(f"--partitions {args.partitions}: must be at least 1")
 
+    from pyspark.errors import AnalysisException
+
     spark = _session(args.master)
     try:
         out = mined_pairs(spark, args.trace, args.support, args.session, args.mine,
                           args.block_size, args.window, args.partitions,
                           args.reorder_window, args.sort)
-    except LateRequest as e:
+    except (LateRequest, MissingColumn) as e:
         print(f"reblock.spark: error: {e}", file=sys.stderr)
+        return 1
+    except AnalysisException as e:  # a path that is not there, or not Parquet
+        print(f"reblock.spark: error: {args.trace}: {e}", file=sys.stderr)
         return 1
     finally:
         spark.stop()
