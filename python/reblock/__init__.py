@@ -1,10 +1,12 @@
-"""reblock in the data stack: block traces as pyarrow Tables, workload analysis and
-frequent block pairs as the dicts ``reblock analyze --json`` and ``reblock pairs --json``
-print, computed by reblock's own Rust library (no subprocess).
+"""reblock in the data stack: block traces as pyarrow Tables; workload analysis,
+simulation, layout evaluation and planning, and frequent block pairs as the dicts
+``reblock analyze|simulate|evaluate|plan|pairs --json`` print, computed by reblock's own
+Rust library (no subprocess).
 
 >>> import reblock
 >>> table = reblock.read_trace("trace.parquet")      # any format reblock reads
 >>> reblock.analyze("trace.parquet")["requests"]
+>>> reblock.evaluate("trace.parquet", policies="vanilla,borg")["policies"]["borg"]
 >>> reblock.pairs("trace.parquet", support=5)["pairs"][:3]
 
 The pair mining also runs on Spark: ``python -m reblock.spark pairs TRACE.parquet``
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Mapping, Optional, Union
 
 import pyarrow as pa
 
@@ -180,6 +182,7 @@ def evaluate(
     max_group: Optional[Union[int, str]] = None,
     capacity: Optional[Union[int, str]] = None,
     seed: Optional[int] = None,
+    pairs: Optional[Union[PathLike, Mapping[str, Any]]] = None,
     format: str = "auto",
     skip_bad: int = 0,
 ) -> Dict[str, Any]:
@@ -201,6 +204,15 @@ def evaluate(
     (``"1,5,10"``), ``session``, ``mine``, ``block_size``, ``max_group``, ``seed``, and
     ``capacity``, the colouring capacity W of a disk (``"64MiB"``; default a member's
     size). Those options apply only with ``array``.
+
+    ``pairs`` (with ``array``), as ``evaluate --pairs FILE``: the optimizer uses these
+    frequent pairs of the training part instead of mining it; a path to the JSON
+    ``reblock pairs --json`` or the Spark job prints, or the dict :func:`pairs` or
+    :func:`reblock.spark.mine_pairs` returns. Each ``support`` keeps the pairs seen at
+    least that often. A path is echoed as ``pairs_file`` in the result, as the CLI does;
+    a dict is not. Pairs that do not fit raise ValueError naming the file (or
+    ``pairs``), the pair (``pairs[i]``) and the field; a support below every support
+    given warns (the pairs may have been mined with a higher one).
     """
     given = dict(policies=policies, device=device, bopt_at=bopt_at, bopt_size=bopt_size,
                  write_buffer=write_buffer, interval=interval, training=training,
@@ -211,6 +223,13 @@ def evaluate(
                  session=session, mine=mine, block_size=block_size, max_group=max_group,
                  capacity=capacity, seed=seed)
     options = {k: v for k, v in given.items() if v is not None}
+    if pairs is not None and array is None:
+        raise ValueError("evaluate: `pairs` applies only with `array` (the array "
+                         "evaluation's optimizer uses them)")
+    if isinstance(pairs, Mapping):
+        options["pairs_json"] = json.dumps(dict(pairs))
+    elif pairs is not None:
+        options["pairs"] = os.fspath(pairs)
     text = _reblock.evaluate_json(os.fspath(path), options, format, skip_bad)
     return json.loads(text)
 

@@ -18,10 +18,11 @@ reorder window; a trace out of order is sorted by (time, file order) into ranges
 A session holds the requests arriving within the window
 of its *first* request, so where a session starts depends on where the one before
 started: a recurrence, not a gap rule that a window function could express. The requests
-are cut into chunks of consecutive rows; within a chunk, every request's successor
-session start is found for all requests at once (binary lifting over range minima and
-maxima of the times), and the starts reachable from the chunk's first request are found
-by pointer doubling: numpy over the whole chunk, no loop over requests. The session open
+are cut into chunks of consecutive rows; within a chunk, whose times never decrease,
+every request's successor session start is found for all requests at once (a binary
+search for its time plus the window), and the starts reachable from the chunk's first
+request are found by pointer doubling: numpy over the whole chunk, no loop over
+requests. The session open
 at a chunk's end is carried into the next chunk: each chunk's end is computed from the
 chunk alone, and recomputed in parallel with its predecessor's end only when it can
 depend on it (no gap of a window in the chunk) until nothing changes. The pairs: each
@@ -42,9 +43,10 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 DEFAULT_PAIR_WINDOW = 13
-# Rows per sessionization chunk at most: its range tables take 2 * 8 * log2(rows) bytes
-# a row (about 70 MB at 2^18 rows) in one Python worker.
-MAX_CHUNK_ROWS = 1 << 18
+# Rows per sessionization chunk at most: a chunk is one pandas group in one Python
+# worker, about 200 bytes a row there (its columns, their sorted copy, the session
+# arrays, the Arrow batches in and out), so about 200 MB at 2^20 rows.
+MAX_CHUNK_ROWS = 1 << 20
 # A request's order key: its file's rank (in path order) above this bit, its row below.
 FILE_SHIFT = 40
 _UNITS_NS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000,
@@ -71,32 +73,6 @@ def parse_session(text: str) -> Optional[int]:
     return int(ns)
 
 
-def _range_tables(ts: np.ndarray) -> List[Tuple[np.ndarray, np.ndarray]]:
-    """Level k holds the minimum and maximum of ``ts[j : j + 2^k]`` for every j."""
-    tables = [(ts, ts)]
-    half = 1
-    while 2 * half <= len(ts):
-        lo, hi = tables[-1]
-        tables.append((np.minimum(lo[:-half], lo[half:]), np.maximum(hi[:-half], hi[half:])))
-        half *= 2
-    return tables
-
-
-def _first_outside(tables, n: int, pos: np.ndarray, lo: np.ndarray,
-                   hi: np.ndarray) -> np.ndarray:
-    """For each query q, the first index j >= pos[q] whose time lies outside
-    [lo[q], hi[q]) (n if none): binary lifting, longest inside run first."""
-    pos = pos.astype(np.int64)
-    for k in range(len(tables) - 1, -1, -1):
-        mins, maxs = tables[k]
-        step = 1 << k
-        fits = pos + step <= n
-        at = np.where(fits, pos, 0)
-        fits &= (mins[at] >= lo) & (maxs[at] < hi)
-        pos = np.where(fits, pos + step, pos)
-    return pos
-
-
 def _chain(successor: np.ndarray, start: int, n: int) -> np.ndarray:
     """``start, successor[start], successor[successor[start]], ...`` below n, sorted.
     Pointer doubling: after round k the steps below 2^(k+1) are known, so log2(n)
@@ -119,7 +95,12 @@ def session_ids(ts: np.ndarray, keys: np.ndarray, window_ns: int,
     the session's first request and less than ``window_ns`` after it; otherwise it starts
     a new one. ``carry`` is the session open before the chunk. Returns each request's
     session id (the order key of the session's first request) and the session open at
-    the chunk's end."""
+    the chunk's end.
+
+    Precondition: ``ts`` never decreases and the carried session began no later than
+    ``ts[0]``. The job guarantees it: a trace in order (behind by 0) has times that never
+    decrease in key order; one out of order is first sorted by time (see
+    :func:`time_order`)."""
     n = len(ts)
     if n == 0:
         return np.empty(0, dtype=np.int64), carry
@@ -127,14 +108,14 @@ def session_ids(ts: np.ndarray, keys: np.ndarray, window_ns: int,
     # of 2^63 or more admits every later request, as in reblock).
     ts = ts.astype(np.uint64)
     window = np.uint64(min(window_ns, 1 << 63))
-    tables = _range_tables(ts)
+    # Times never decrease here (see the docstring), so the first request at or after
+    # i outside [ts_i, ts_i + window) is the first whose time reaches ts_i + window.
     start = 0
     if carry is not None:
-        since = np.array([carry[1]], dtype=np.uint64)
-        start = int(_first_outside(tables, n, np.zeros(1), since, since + window)[0])
+        start = int(np.searchsorted(ts, np.uint64(carry[1]) + window, side="left"))
     successor = np.empty(n + 1, dtype=np.int64)
     successor[n] = n
-    successor[:n] = _first_outside(tables, n, np.arange(1, n + 1), ts, ts + window)
+    successor[:n] = np.searchsorted(ts, ts + window, side="left")  # > i: window >= 1
     starts = _chain(successor, start, n)
     sids = np.empty(n, dtype=np.int64)
     if carry is not None:
@@ -232,6 +213,24 @@ def _trace_files(trace) -> List[str]:
 class LateRequest(ValueError):
     """A request further behind one read before it than the reorder window allows:
     ``reblock pairs`` refuses such a trace (without ``--sort``), and so does the job."""
+
+
+class MissingColumn(ValueError):
+    """A Parquet file without a column the job reads (``ts_ns``, ``sector``,
+    ``sectors``, ``op``)."""
+
+
+# The columns the job reads; any integer width or signedness, any string type.
+TRACE_COLUMNS = ("ts_ns", "sector", "sectors", "op")
+
+
+def _require_columns(trace, path: str) -> None:
+    """Raises :class:`MissingColumn` naming the path and the first column it lacks."""
+    for name in TRACE_COLUMNS:
+        if name not in trace.columns:
+            raise MissingColumn(
+                f"{path}: no column `{name}` (a trace needs {', '.join(TRACE_COLUMNS)}; "
+                f"it has {', '.join(trace.columns) or 'none'}; `reblock convert` writes one)")
 
 
 # A run of consecutive order keys: first key, last key, least and greatest time, and how
@@ -365,16 +364,23 @@ def sessionize(spark, reqs, window_ns: Optional[int], rows: int,
 MAX_STEP_BLOCKS = 1 << 18
 
 
-def session_pair_counts(sid: np.ndarray, sector: np.ndarray, sectors: np.ndarray,
-                        block_sectors: int, window: int):
-    """The pairs of whole sessions (rows sorted by session, then by order key) counted
-    as reblock's PairCounts counts them: each session's distinct blocks in the order
-    first requested, each paired with the next ``window``; a pandas DataFrame ``a, b, n``
-    (a < b, n sessions)."""
+def block_spans(sector: np.ndarray, sectors: np.ndarray,
+                block_sectors: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Each request's first block and how many blocks it touches (a request of 0
+    sectors touches the block of its sector, as in reblock)."""
+    first = sector // block_sectors
+    return first, (sector + np.maximum(sectors, 1) - 1) // block_sectors - first + 1
+
+
+def session_pair_counts(sid: np.ndarray, first: np.ndarray, per_row: np.ndarray,
+                        window: int):
+    """The pairs of whole sessions (rows sorted by session, then by order key; each
+    request's blocks as :func:`block_spans` gives them) counted as reblock's PairCounts
+    counts them: each session's distinct blocks in the order first requested, each
+    paired with the next ``window``; a pandas DataFrame ``a, b, n`` (a < b, n
+    sessions)."""
     import pandas as pd
 
-    first = sector // block_sectors
-    per_row = (sector + np.maximum(sectors, 1) - 1) // block_sectors - first + 1
     rows = np.repeat(np.arange(len(sid)), per_row)
     blocks = first[rows] + (np.arange(len(rows)) - np.repeat(np.cumsum(per_row) - per_row,
                                                              per_row))
@@ -438,13 +444,12 @@ def frequent_pairs(sessions, block_sectors: int, window: int, support: int):
             yield from _counted(held)
 
     def _counted(pdf):
-        sid, sector = pdf["sid"].to_numpy(), pdf["sector"].to_numpy()
-        sectors = pdf["sectors"].to_numpy()
-        first = sector // block_sectors
-        per_row = (sector + np.maximum(sectors, 1) - 1) // block_sectors - first + 1
+        sid = pdf["sid"].to_numpy()
+        first, per_row = block_spans(pdf["sector"].to_numpy(), pdf["sectors"].to_numpy(),
+                                     block_sectors)
         for begin, end in _steps(sid, per_row):
-            yield session_pair_counts(sid[begin:end], sector[begin:end],
-                                      sectors[begin:end], block_sectors, window)
+            yield session_pair_counts(sid[begin:end], first[begin:end], per_row[begin:end],
+                                      window)
 
     # An explicit partition count: adaptive execution would otherwise coalesce the few
     # requests into one task, and the pair work with them.
@@ -484,6 +489,7 @@ def mined_pairs(spark, path: str, support: int = 1, session: str = "100us",
     window_ns = parse_session(session)
     reorder_ns = None if sort else parse_reorder_window(reorder_window)
     trace = spark.read.parquet(path)
+    _require_columns(trace, path)
     files = _trace_files(trace)
     every = _requests(spark, trace, files)
     behind = time_order(every, reorder_ns, files)
@@ -588,13 +594,18 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.partitions is not None and args.partitions < 1:
         parser.error(f"--partitions {args.partitions}: must be at least 1")
 
+    from pyspark.errors import AnalysisException
+
     spark = _session(args.master)
     try:
         out = mined_pairs(spark, args.trace, args.support, args.session, args.mine,
                           args.block_size, args.window, args.partitions,
                           args.reorder_window, args.sort)
-    except LateRequest as e:
+    except (LateRequest, MissingColumn) as e:
         print(f"reblock.spark: error: {e}", file=sys.stderr)
+        return 1
+    except AnalysisException as e:  # a path that is not there, or not Parquet
+        print(f"reblock.spark: error: {args.trace}: {e}", file=sys.stderr)
         return 1
     finally:
         spark.stop()

@@ -9,11 +9,12 @@ use std::path::Path;
 
 use arrow_array::ffi_stream::FFI_ArrowArrayStream;
 use pyo3::create_exception;
-use pyo3::exceptions::{PyException, PyOSError, PyValueError};
+use pyo3::exceptions::{PyException, PyOSError, PyUserWarning, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
 use reblock_analyze::{analyze_trace, device_bytes, sidecar, units, Config};
-use reblock_parallel::pairs::{mine_pairs, PairMining};
+use reblock_parallel::evaluate_array_with_pairs;
+use reblock_parallel::pairs::{mine_pairs, PairMining, PairsFile, PairsFileError};
 use reblock_parallel::session::{Blocking, OpFilter, SessionConfig, SessionMode};
 use reblock_eval::config::parse_duration_ns;
 use reblock_eval::array_options::ArrayOptions;
@@ -292,6 +293,15 @@ fn evaluate_array_json(
     let cfg = array_options(kw)?
         .config()
         .map_err(|e| eval_error(path, e))?;
+    // Before the trace, so that a bad pairs file fails at once.
+    let pairs = given_pairs(kw)?;
+    if let Some(note) = pairs
+        .as_ref()
+        .and_then(|p| p.file.support_note(&cfg.supports))
+    {
+        let category = py.get_type::<PyUserWarning>();
+        PyErr::warn(py, category.as_any(), &CString::new(note)?, 2)?;
+    }
     let mut reader = open(path, format, skip_bad)?;
     let mut trace = reblock_trace::Trace::default();
     while let Some(r) = reader.next_request().map_err(trace_error)? {
@@ -302,10 +312,45 @@ fn evaluate_array_json(
     }
     reblock_sim::require_single_device(trace.device.iter().copied())
         .map_err(|e| TraceError::new_err(e.to_string()))?;
-    let out = py
-        .allow_threads(|| reblock_parallel::evaluate_array(&trace, path, &cfg, |_| {}))
+    let file = pairs.as_ref().map(|p| &p.file);
+    let mut out = py
+        .allow_threads(|| evaluate_array_with_pairs(&trace, path, &cfg, file, |_| {}))
         .map_err(|e| TraceError::new_err(format!("evaluating {path}: {e}")))?;
+    if pairs.is_some_and(|p| !p.from_file) {
+        out.pairs_file = None;
+    }
     serde_json::to_string(&out).map_err(bad_argument)
+}
+
+/// The pairs `evaluate(pairs=...)` was given: a file's, or the dict's (as JSON text).
+struct GivenPairs {
+    file: PairsFile,
+    from_file: bool,
+}
+
+/// Reads `pairs` (a file path) or `pairs_json` (the text of a dict) if given; errors name
+/// the file, or `pairs`, and the pair and field at fault.
+fn given_pairs(kw: &Bound<'_, PyDict>) -> PyResult<Option<GivenPairs>> {
+    let given = |e: PairsFileError| match e {
+        PairsFileError::Io { .. } => PyOSError::new_err(e.to_string()),
+        other => PyValueError::new_err(other.to_string()),
+    };
+    if let Some(path) = kw.get_item("pairs")? {
+        let file = PairsFile::read(Path::new(&path.extract::<String>()?)).map_err(given)?;
+        return Ok(Some(GivenPairs {
+            file,
+            from_file: true,
+        }));
+    }
+    let Some(text) = kw.get_item("pairs_json")? else {
+        return Ok(None);
+    };
+    let text: String = text.extract()?;
+    let file = PairsFile::parse(text.as_bytes(), Path::new("pairs")).map_err(given)?;
+    Ok(Some(GivenPairs {
+        file,
+        from_file: false,
+    }))
 }
 
 /// The array evaluation's options from `evaluate`'s keyword arguments.
@@ -327,6 +372,7 @@ fn array_options(kw: &Bound<'_, PyDict>) -> PyResult<ArrayOptions> {
             "max_group" => o.max_group = text()?,
             "capacity" => o.capacity = Some(text()?),
             "seed" => o.seed = value.extract()?,
+            "pairs" | "pairs_json" => {} // see given_pairs
             other => {
                 let why = format!("evaluate: `{other}` does not apply to an array evaluation");
                 return Err(bad_argument(why));

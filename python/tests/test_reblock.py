@@ -1,5 +1,7 @@
 """The package against the CLI: the same trace gives the same tables and dicts."""
 
+import json
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -170,3 +172,59 @@ def test_evaluate_array_with_capacity_is_the_clis_json(kernel_head):
         reblock.evaluate(kernel_head, **{**flags, "capacity": "100"})
     with pytest.raises(ValueError, match="array"):
         reblock.evaluate(kernel_head, capacity="1GiB")
+
+
+@pytest.fixture(scope="module")
+def kernel_6k(kernel_head):
+    """The kernel trace's first 6,000 requests (an array evaluation of them takes a
+    fraction of a second)."""
+    out = kernel_head.with_name("kernel_6k.parquet")
+    pq.write_table(pq.read_table(kernel_head).slice(0, 6_000), out)
+    return out
+
+
+def test_evaluate_array_on_given_pairs_is_the_clis_json(kernel_6k, tmp_path):
+    # The training part (the first half, evaluate's default) mined by `pairs`, then fed
+    # back as a file and as the dict: the CLI's --pairs evaluation, and the one that
+    # mines the training part itself.
+    train = tmp_path / "train.parquet"
+    pq.write_table(pq.read_table(kernel_6k).slice(0, 3_000), train)
+    mined = reblock.pairs(train, support=1, block_size=4096, window=3)
+    assert len(mined["pairs"]) > 100
+    path = tmp_path / "pairs.json"
+    path.write_text(json.dumps(mined))
+    flags = dict(array="ssd:4", initial="zipf:0.5", support="1,5", block_size=4096)
+    got = reblock.evaluate(kernel_6k, pairs=path, **flags)
+    want = cli_json("evaluate", str(kernel_6k), "--array", "ssd:4", "--initial",
+                    "zipf:0.5", "--support", "1,5", "--block-size", "4096", "--pairs",
+                    str(path))
+    assert without_timings(got) == without_timings(want)
+    assert got["pairs_file"] == str(path)
+    del got["pairs_file"]
+    assert without_timings(reblock.evaluate(kernel_6k, pairs=mined, **flags)) == \
+        without_timings(got)
+    itself = reblock.evaluate(kernel_6k, **flags)
+    assert without_timings(itself)["runs"] == without_timings(got)["runs"]
+
+
+def test_evaluate_refuses_pairs_that_do_not_fit(kernel_6k, tmp_path):
+    flags = dict(array="ssd:4", block_size=4096)
+    with pytest.raises(ValueError, match=r"^pairs: pairs\[0\]: field `b` \(1\)"):
+        reblock.evaluate(kernel_6k, pairs={"pairs": [{"a": 2, "b": 1, "support": 1}]},
+                         **flags)
+    with pytest.raises(ValueError, match=r"pairs\[0\]\.support: invalid type"):
+        reblock.evaluate(kernel_6k, pairs={"pairs": [{"a": 1, "b": 2, "support": "x"}]},
+                         **flags)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"pairs": [{"a": 1, "b": 2}]}')
+    with pytest.raises(ValueError, match=r"bad\.json: .*pairs\[0\]: missing field `support`"):
+        reblock.evaluate(kernel_6k, pairs=bad, **flags)
+    with pytest.raises(OSError, match="missing.json"):
+        reblock.evaluate(kernel_6k, pairs=tmp_path / "missing.json", **flags)
+    with pytest.raises(ValueError, match="only with `array`"):
+        reblock.evaluate(kernel_6k, pairs=bad)
+    # Pairs that were perhaps mined at a higher support than an evaluated one: a warning.
+    mined = reblock.pairs(kernel_6k, block_size=4096, window=3)["pairs"][:50]
+    few = {"pairs": [{"a": p["a"], "b": p["b"], "support": 2} for p in mined]}
+    with pytest.warns(UserWarning, match="--support 1, but every pair of pairs"):
+        reblock.evaluate(kernel_6k, pairs=few, support=1, initial="zipf:0.5", **flags)

@@ -174,3 +174,18 @@ def test_a_request_later_than_the_reorder_window_is_refused_unless_sorted(spark,
     for spark_opts, cli_opts in [({"reorder_window": "50ms"}, ("--reorder-window", "50ms")),
                                  ({"sort": True}, ("--sort",))]:
         assert mined(spark, late, partitions=3, **spark_opts) == cli_pairs(late, *cli_opts)
+
+
+def test_a_trace_that_is_missing_or_lacks_a_column_is_refused_by_name(spark, tmp_path):
+    partial = tmp_path / "partial.parquet"
+    pq.write_table(pa.table({"ts_ns": [1, 2], "sector": [0, 8]}), partial)
+    with pytest.raises(job.MissingColumn, match="partial.parquet: no column `sectors`"):
+        mined(spark, partial)
+    for path, wanted in [(partial, "no column `sectors`"),
+                         (tmp_path / "missing.parquet", "missing.parquet: ")]:
+        run = subprocess.run(
+            [sys.executable, "-m", "reblock.spark", "pairs", str(path), "--master",
+             "local[1]"], capture_output=True, text=True)
+        assert run.returncode == 1, run.stderr
+        assert "reblock.spark: error: " in run.stderr and wanted in run.stderr, run.stderr
+        assert "Traceback" not in run.stderr, run.stderr

@@ -24,6 +24,8 @@ def sessions_by_rule(ts, window, carry=None):
 def chunked(ts, window, cuts):
     """session_ids over the chunks ``cuts`` delimits, each given the previous one's end."""
     ts = np.asarray(ts, dtype=np.int64)
+    # session_ids' precondition, which the job guarantees: times never decrease.
+    assert np.all(np.diff(ts) >= 0), ts
     keys = np.arange(len(ts), dtype=np.int64)
     carry, ids = None, []
     for lo, hi in zip([0, *cuts], [*cuts, len(ts)]):
@@ -33,12 +35,12 @@ def chunked(ts, window, cuts):
 
 
 def traces():
-    """Arrival patterns that exercise the rule: sorted with gaps around the window,
-    out of order (a late request older than the session's start), periodic (session
-    chains that never meet), equal times, one request."""
+    """Arrival patterns (in time order, as the job hands them to session_ids) that
+    exercise the rule: gaps around the window, periodic (session chains that never
+    meet), equal times, one request."""
     rng = random.Random(7)
     yield [0, 60, 120, 180, 240, 250, 400]
-    yield [100, 50, 120, 99, 260, 150, 199, 200, 201]
+    yield [50, 99, 100, 120, 150, 199, 200, 201, 260]
     yield list(range(0, 5000, 50))
     yield [5] * 40
     yield [42]
@@ -47,7 +49,7 @@ def traces():
         t, ts = 0, []
         for _ in range(n):
             t += rng.choice([0, 1, 10, 40, 99, 100, 101, 250])
-            ts.append(max(0, t - rng.choice([0, 0, 0, 0, 30, 120])))
+            ts.append(t)
         yield ts
 
 
@@ -63,7 +65,7 @@ def test_chunks_form_the_rules_sessions(window):
         if end_is_fixed(np.asarray(ts), window):
             keys = np.arange(len(ts), dtype=np.int64)
             alone = session_ids(np.asarray(ts), keys, window, None)[1]
-            carry = (-1, max(0, rng.choice(ts) - rng.randint(0, 200)))
+            carry = (-1, max(0, ts[0] - rng.randint(0, 200)))
             assert session_ids(np.asarray(ts), keys, window, carry)[1] == alone, ts
 
 
@@ -86,10 +88,11 @@ def test_flags_parse_as_the_cli_parses_them():
 
 def test_a_window_long_gap_fixes_a_chunks_end_whatever_the_carry():
     keys = np.arange(4, dtype=np.int64)
-    ts = np.array([0, 50, 150, 160], dtype=np.int64)
+    ts = np.array([100, 150, 250, 260], dtype=np.int64)
     assert end_is_fixed(ts, 100)
-    for carry in [None, (-1, 0), (-1, 40), (-1, 60), (-2, 149)]:
-        assert session_ids(ts, keys, 100, carry)[1] == (2, 150)
+    # Carried sessions that began before the chunk's first request (the precondition).
+    for carry in [None, (-1, 0), (-1, 40), (-1, 60), (-2, 100)]:
+        assert session_ids(ts, keys, 100, carry)[1] == (2, 250)
     assert not end_is_fixed(np.array([0, 60, 120, 180], dtype=np.int64), 100)
     assert not end_is_fixed(np.array([7], dtype=np.int64), 100)
 
@@ -122,16 +125,15 @@ def test_pairs_counted_in_steps_of_whole_sessions_are_reblocks(monkeypatch):
         block_sectors, window = int(rng.choice([1, 2, 8])), int(rng.integers(1, 6))
         # Steps from one block (every session alone) to all of them at once.
         monkeypatch.setattr(job, "MAX_STEP_BLOCKS", int(rng.integers(1, 80)))
-        per_row = (sector + np.maximum(sectors, 1) - 1) // block_sectors \
-            - sector // block_sectors + 1
+        first, per_row = job.block_spans(sector, sectors, block_sectors)
         steps = list(job._steps(sid, per_row))
         assert [b for b, _ in steps[1:]] == [e for _, e in steps[:-1]]
         assert steps[0][0] == 0 and steps[-1][1] == n
         got = {}
         for begin, end in steps:
             assert begin == 0 or sid[begin] != sid[begin - 1], "a session was cut"
-            out = job.session_pair_counts(sid[begin:end], sector[begin:end],
-                                          sectors[begin:end], block_sectors, window)
+            out = job.session_pair_counts(sid[begin:end], first[begin:end],
+                                          per_row[begin:end], window)
             for a, b, c in out.itertuples(index=False):
                 got[(a, b)] = got.get((a, b), 0) + c
         assert got == pairs_by_rule(sid, sector, sectors, block_sectors, window), trial

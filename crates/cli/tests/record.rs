@@ -123,6 +123,8 @@ fn records_until_sigint_and_prints_a_json_summary() {
     let meta = std::fs::read_to_string(dir.path().join("out.trace.meta.json")).unwrap();
     let meta: serde_json::Value = serde_json::from_str(&meta).unwrap();
     assert_eq!(meta["device_sectors"], 131072);
+    // A loop device has no drive model (sysfs has no device/model for it).
+    assert!(meta.get("device_model").is_none() && summary.get("device_model").is_none());
     let parquet = dir.path().join("out.parquet");
     let converted = Command::cargo_bin("reblock")
         .unwrap()

@@ -103,12 +103,15 @@ pub enum PairsFileError {
         source: std::io::Error,
     },
     #[error(
-        "{}: not a pairs file (`{{\"pairs\": [{{\"a\": BLOCK, \"b\": BLOCK, \"support\": N}}, \
-         ...]}}`, as `reblock pairs --json` and the Spark job print): {source}",
-        path.display()
+        "{}: not a pairs file (`{{\"pairs\": [{{\"a\": BLOCK, \"b\": BLOCK, \"support\": \
+         N}}, ...]}}`, as `reblock pairs --json` and the Spark job print): {}{source}",
+        path.display(),
+        at.as_deref().map(|at| format!("{at}: ")).unwrap_or_default()
     )]
     Format {
         path: PathBuf,
+        /// Where in the document the bad value is (`pairs[3].support`), when in a part.
+        at: Option<String>,
         source: serde_json::Error,
     },
     #[error(
@@ -145,71 +148,6 @@ pub enum PairsFileError {
     },
 }
 
-/// The top level of a pairs file; other keys are allowed (for counts a tool may add).
-#[derive(Deserialize)]
-struct PairsDoc {
-    #[serde(deserialize_with = "numbered_pairs")]
-    pairs: Vec<FilePair>,
-}
-
-/// One pair as written, each field's errors naming the field.
-#[derive(Deserialize)]
-struct FilePair {
-    #[serde(deserialize_with = "field_a")]
-    a: u64,
-    #[serde(deserialize_with = "field_b")]
-    b: u64,
-    #[serde(deserialize_with = "field_support")]
-    support: u32,
-}
-
-/// A field's value, its error prefixed with the field's name.
-fn named_field<'de, D, T>(d: D, name: &str) -> Result<T, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    use serde::de::Error;
-    T::deserialize(d).map_err(|e| D::Error::custom(format_args!("field `{name}`: {e}")))
-}
-
-fn field_a<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    named_field(d, "a")
-}
-fn field_b<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    named_field(d, "b")
-}
-fn field_support<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
-    named_field(d, "support")
-}
-
-/// The `pairs` list, an element's error prefixed with its index.
-fn numbered_pairs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<FilePair>, D::Error> {
-    struct Numbered;
-    impl<'de> serde::de::Visitor<'de> for Numbered {
-        type Value = Vec<FilePair>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a list of pairs")
-        }
-        fn visit_seq<S: serde::de::SeqAccess<'de>>(
-            self,
-            mut seq: S,
-        ) -> Result<Self::Value, S::Error> {
-            use serde::de::Error;
-            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-            loop {
-                let index = out.len();
-                match seq.next_element::<FilePair>() {
-                    Ok(Some(p)) => out.push(p),
-                    Ok(None) => return Ok(out),
-                    Err(e) => return Err(S::Error::custom(format_args!("pairs[{index}]: {e}"))),
-                }
-            }
-        }
-    }
-    d.deserialize_seq(Numbered)
-}
-
 impl PairsFile {
     /// Reads and checks a pairs file: JSON of the right shape, `a < b`, supports of at
     /// least 1, no pair twice. The pairs come back sorted.
@@ -218,17 +156,29 @@ impl PairsFile {
             path: path.to_path_buf(),
             source,
         })?;
-        let doc: PairsDoc =
-            serde_json::from_reader(std::io::BufReader::new(file)).map_err(|source| {
-                PairsFileError::Format {
-                    path: path.to_path_buf(),
-                    source,
-                }
-            })?;
+        Self::parse(std::io::BufReader::new(file), path)
+    }
+
+    /// Reads and checks pairs in the file's JSON from `json`; `path` names them in
+    /// messages and in the evaluation's output.
+    pub fn parse(json: impl std::io::Read, path: &Path) -> Result<PairsFile, PairsFileError> {
+        // The JSON path of a bad value (`pairs[3].support`) goes in front of serde's
+        // message, which gives the line and column.
+        let format = |at: Option<String>, source| PairsFileError::Format {
+            path: path.to_path_buf(),
+            at,
+            source,
+        };
+        let mut de = serde_json::Deserializer::from_reader(json);
+        let doc: MinedPairs = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let at = e.path().to_string();
+            format((at != ".").then_some(at), e.into_inner())
+        })?;
+        de.end().map_err(|e| format(None, e))?;
         Self::checked(path, doc.pairs)
     }
 
-    fn checked(path: &Path, pairs: Vec<FilePair>) -> Result<PairsFile, PairsFileError> {
+    fn checked(path: &Path, pairs: Vec<MinedPair>) -> Result<PairsFile, PairsFileError> {
         let path = path.to_path_buf();
         let mut out = Vec::with_capacity(pairs.len());
         for (index, p) in pairs.into_iter().enumerate() {
@@ -239,14 +189,7 @@ impl PairsFile {
             if p.support == 0 {
                 return Err(PairsFileError::ZeroSupport { path, index });
             }
-            out.push((
-                MinedPair {
-                    a: p.a,
-                    b: p.b,
-                    support: p.support,
-                },
-                index,
-            ));
+            out.push((p, index));
         }
         out.sort_unstable();
         if let Some(w) = out
@@ -263,5 +206,74 @@ impl PairsFile {
     /// The least support in the file (none when it lists no pair).
     pub fn least_support(&self) -> Option<u32> {
         self.pairs.iter().map(|p| p.support).min()
+    }
+
+    /// A note when an evaluation asks for a support below every support in the file:
+    /// if the file was mined with a higher one, the runs below it lack pairs they would
+    /// use. A file cannot say how it was mined, so this is a note, not a refusal.
+    pub fn support_note(&self, supports: &[u32]) -> Option<String> {
+        let (least, asked) = (self.least_support()?, *supports.iter().min()?);
+        (asked < least).then(|| {
+            format!(
+                "--support {asked}, but every pair of {} has a support of {least} or more: \
+                 if it was mined with --support above {asked}, the runs at {asked} lack the \
+                 pairs below it",
+                self.path.display()
+            )
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> Result<PairsFile, PairsFileError> {
+        PairsFile::parse(text.as_bytes(), Path::new("p.json"))
+    }
+
+    #[test]
+    fn a_bad_value_is_named_by_its_place_in_the_file() {
+        let cases = [
+            (
+                r#"{"pairs": [{"a": 1, "b": 2, "support": 1}, {"a": 3}]}"#,
+                "print): pairs[1]: ",
+            ),
+            (
+                r#"{"pairs": [{"a": -1, "b": 2, "support": 1}]}"#,
+                "print): pairs[0].a: ",
+            ),
+            (
+                r#"{"pairs": [{"a": 1, "b": 2, "support": 1e3}]}"#,
+                "pairs[0].support: ",
+            ),
+            (r#"{"pairs": {}}"#, "print): pairs: invalid type"),
+            (r#"{"pairs": []} trailing"#, "p.json: not a pairs file"),
+            (r#"{"runs": []}"#, "p.json: not a pairs file"),
+        ];
+        for (text, wanted) in cases {
+            let e = parsed(text).unwrap_err().to_string();
+            assert!(
+                e.starts_with("p.json: ") && e.contains(wanted),
+                "{text}: {e}"
+            );
+            assert!(e.contains("line 1 column"), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn pairs_come_back_sorted_with_other_keys_ignored() {
+        let text = r#"{"pairs": [{"a": 5, "b": 9, "support": 2}, {"a": 1, "b": 2, "support": 7}],
+                       "requests": 10}"#;
+        let file = parsed(text).unwrap();
+        let got: Vec<_> = file.pairs.iter().map(|p| (p.a, p.b, p.support)).collect();
+        assert_eq!(got, [(1, 2, 7), (5, 9, 2)]);
+        assert_eq!(file.least_support(), Some(2));
+        assert_eq!(file.support_note(&[2, 5]), None);
+        let note = file.support_note(&[5, 1]).unwrap();
+        assert!(
+            note.starts_with("--support 1, but every pair of p.json"),
+            "{note}"
+        );
     }
 }

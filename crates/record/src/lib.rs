@@ -74,6 +74,10 @@ pub struct Summary {
     pub device: String,
     /// The device's size in 512-byte sectors (what the trace's .meta.json records).
     pub device_sectors: u64,
+    /// The drive's model as the kernel reports it (none for a loop or device-mapper
+    /// device): `evaluate` without --device models the drive it names when it knows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_model: Option<String>,
     /// The backend that recorded (never `auto`).
     pub backend: Option<Backend>,
     pub requests: u64,
@@ -108,6 +112,7 @@ pub fn record_with(
     let summary = Summary {
         device: dev.path.display().to_string(),
         device_sectors: dev.sectors()?,
+        device_model: dev.model(),
         ..Summary::default()
     };
     let sink = Sink::new(out, dev.trace_dev(), summary);

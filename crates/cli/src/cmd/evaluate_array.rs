@@ -115,16 +115,8 @@ pub fn read_pairs(a: &ArrayArgs, supports: &[u32]) -> Result<Option<PairsFile>> 
     let Some(file) = a.pairs.as_deref().map(PairsFile::read).transpose()? else {
         return Ok(None);
     };
-    let (least, asked) = (file.least_support(), supports.iter().min());
-    if let (Some(least), Some(&asked)) = (least, asked) {
-        if asked < least {
-            eprintln!(
-                "reblock: note: --support {asked}, but every pair of {} has a support of \
-                 {least} or more: if it was mined with --support above {asked}, the runs \
-                 at {asked} lack the pairs below it",
-                file.path.display()
-            );
-        }
+    if let Some(note) = file.support_note(supports) {
+        eprintln!("reblock: note: {note}");
     }
     Ok(Some(file))
 }

@@ -107,28 +107,11 @@ fn write_meta(trace: &std::path::Path, summary: &Summary) -> Result<()> {
         "device": summary.device,
         "recorded_by": "reblock record",
     });
-    // `evaluate` without --device models the drive this names when it knows it.
-    if let Some(model) = drive_model(std::path::Path::new("/sys/class/block"), &summary.device) {
-        meta["device_model"] = model.into();
+    if let Some(model) = &summary.device_model {
+        meta["device_model"] = model.as_str().into();
     }
     std::fs::write(&path, serde_json::to_string_pretty(&meta)? + "\n")
         .with_context(|| format!("writing {}", path.display()))
-}
-
-/// The model string the kernel reports for the drive holding block device `device`
-/// (`/dev/sda1` -> `<sys_block>/sda1/../device/model`), if it has one (a loop or
-/// device-mapper device has none).
-fn drive_model(sys_block: &std::path::Path, device: &str) -> Option<String> {
-    let dev = std::fs::canonicalize(device).unwrap_or_else(|_| PathBuf::from(device));
-    let node = std::fs::canonicalize(sys_block.join(dev.file_name()?)).ok()?;
-    [
-        node.join("device/model"),
-        node.parent()?.join("device/model"),
-    ]
-    .iter()
-    .filter_map(|p| std::fs::read_to_string(p).ok())
-    .map(|m| m.trim().to_string())
-    .find(|m| !m.is_empty())
 }
 
 /// The live request count on a terminal; a single "recording" line otherwise, so that
@@ -255,30 +238,5 @@ mod tests {
         let text = describe(&s, std::path::Path::new("t"));
         assert!(text.contains("LOST:     7 events"), "{text}");
         assert!(text.contains("--buffer-kb"), "{text}");
-    }
-
-    /// A disk's model is read for the disk and for its partitions; a device without one
-    /// (a loop device) gives none.
-    #[test]
-    fn the_drive_model_comes_from_sysfs() {
-        let sys = tempfile::tempdir().unwrap();
-        let disk = sys.path().join("devices/sda");
-        std::fs::create_dir_all(disk.join("device")).unwrap();
-        std::fs::create_dir_all(disk.join("sda1")).unwrap();
-        std::fs::create_dir_all(sys.path().join("devices/loop0")).unwrap();
-        std::fs::write(disk.join("device/model"), "WDC WD2500AAKS-00B3A0  \n").unwrap();
-        let block = sys.path().join("block");
-        std::fs::create_dir(&block).unwrap();
-        for (name, to) in [
-            ("sda", "devices/sda"),
-            ("sda1", "devices/sda/sda1"),
-            ("loop0", "devices/loop0"),
-        ] {
-            std::os::unix::fs::symlink(sys.path().join(to), block.join(name)).unwrap();
-        }
-        let model = |d: &str| drive_model(&block, d);
-        assert_eq!(model("/dev/sda").as_deref(), Some("WDC WD2500AAKS-00B3A0"));
-        assert_eq!(model("/dev/sda1").as_deref(), Some("WDC WD2500AAKS-00B3A0"));
-        assert_eq!(model("/dev/loop0"), None);
     }
 }
