@@ -83,28 +83,45 @@ impl Observer for () {
     }
 }
 
+/// One logical request, from its arrival to its completion. Only what its completion
+/// reports is kept (72 bytes): an open-loop replay of a fast trace holds a whole phase of
+/// these at once (docs/scale.md).
 struct Logical {
-    sub: Submission,
+    number: u64,
     arrival_ns: u64,
     start_ns: u64,
     service_ns: u64,
+    /// Where it is served (after `--wrap`).
+    req: DevRequest,
+    /// The trace's device number.
+    device: u32,
     member: u32,
-    extents_left: usize,
     window: u32,
     /// The group (trace device) serving it.
     group: u32,
+    /// Its extents not finished yet; for a request served by one extent in one phase
+    /// (no [`Extent`] of its own: see [`OWN_EXTENT`]), its member I/Os not done yet.
+    left: u32,
+    phase: Phase,
 }
 
 /// One physical extent of a logical request, working through its array phases.
 struct Extent {
-    logical: usize,
+    logical: u32,
+    phase: u32,
+    left: u32,
+    /// Its phases; freed once the last one is issued.
     phases: reblock_device::Phases,
-    phase: usize,
-    left: usize,
 }
 
+/// Set in [`Op::extent`] when the op's extent is its logical request's only one, in one
+/// phase: the rest of the field is then the logical request's id, and no [`Extent`]
+/// is kept (the common case: one request, one disk).
+const OWN_EXTENT: u32 = 1 << 31;
+
 struct Op {
-    extent: usize,
+    /// The [`Extent`] id, or [`OWN_EXTENT`] and the logical request's id.
+    extent: u32,
     sectors: u32,
     /// When it joined its member's queue: the start of its per-device response time.
     queued_ns: u64,
@@ -468,15 +485,22 @@ impl Replay {
         let window = self.metrics.window_of(now_ns, self.admitted);
         self.admitted += 1;
         let lid = self.logical.insert(Logical {
-            sub: Submission { req, ..sub },
+            number: sub.number,
             arrival_ns: now_ns,
             start_ns: u64::MAX,
             service_ns: 0,
+            req,
+            device: sub.device,
             member: u32::MAX,
-            extents_left: 0,
             window,
             group: group as u32,
+            left: 0,
+            phase: sub.phase,
         });
+        assert!(
+            lid < OWN_EXTENT as usize,
+            "more than 2^31 requests outstanding"
+        );
         let mut extents = std::mem::take(&mut self.scratch);
         extents.clear();
         if sub.physical {
@@ -484,7 +508,7 @@ impl Replay {
         } else {
             self.mapper.map(&req, &mut extents);
         }
-        self.logical[lid].extents_left = extents.len();
+        self.logical[lid].left = extents.len() as u32;
         if extents.is_empty() {
             self.finish_logical(lid, now_ns, observer)?;
         }
@@ -494,11 +518,17 @@ impl Replay {
             if first_member > 0 {
                 offset_members(&mut phases, first_member);
             }
+            if extents.len() == 1 && phases.len() == 1 && !phases[0].is_empty() {
+                let ios = phases.pop().expect("one phase");
+                self.logical[lid].left = ios.len() as u32;
+                self.queue_ios(ios, OWN_EXTENT | lid as u32, now_ns);
+                continue;
+            }
             let eid = self.extents.insert(Extent {
-                logical: lid,
-                phases,
+                logical: lid as u32,
                 phase: 0,
                 left: 0,
+                phases,
             });
             self.start_phase(eid, now_ns, observer)?;
         }
@@ -516,26 +546,34 @@ impl Replay {
     ) -> Result<(), SimError> {
         loop {
             let ext = &mut self.extents[eid];
-            let Some(ios) = ext.phases.get_mut(ext.phase).map(std::mem::take) else {
+            let Some(ios) = ext.phases.get_mut(ext.phase as usize).map(std::mem::take) else {
                 return self.finish_extent(eid, now_ns, observer);
             };
-            ext.left = ios.len();
+            if ext.phase as usize + 1 == ext.phases.len() {
+                ext.phases = Vec::new();
+            }
+            ext.left = ios.len() as u32;
             if ios.is_empty() {
                 ext.phase += 1;
                 continue;
             }
-            for io in ios {
-                let (member, req) = self.route(io, now_ns);
-                let op = self.ops.insert(Op {
-                    extent: eid,
-                    sectors: req.sectors,
-                    queued_ns: now_ns,
-                }) as u32;
-                let m = &mut self.members[member];
-                m.queue.push(op, req, m.dev.as_ref());
-                self.mark_dirty(member);
-            }
+            self.queue_ios(ios, eid as u32, now_ns);
             return Ok(());
+        }
+    }
+
+    /// Queues member I/Os `ios` of extent `extent` (an [`Op::extent`]) on their members.
+    fn queue_ios(&mut self, ios: Vec<MemberIo>, extent: u32, now_ns: u64) {
+        for io in ios {
+            let (member, req) = self.route(io, now_ns);
+            let op = self.ops.insert(Op {
+                extent,
+                sectors: req.sectors,
+                queued_ns: now_ns,
+            }) as u32;
+            let m = &mut self.members[member];
+            m.queue.push(op, req, m.dev.as_ref());
+            self.mark_dirty(member);
         }
     }
 
@@ -569,10 +607,10 @@ impl Replay {
         now_ns: u64,
         observer: &mut dyn Observer,
     ) -> Result<(), SimError> {
-        let lid = self.extents.remove(eid).logical;
+        let lid = self.extents.remove(eid).logical as usize;
         let l = &mut self.logical[lid];
-        l.extents_left -= 1;
-        if l.extents_left == 0 {
+        l.left -= 1;
+        if l.left == 0 {
             self.finish_logical(lid, now_ns, observer)?;
         }
         Ok(())
@@ -587,21 +625,21 @@ impl Replay {
         let l = self.logical.remove(lid);
         let response_ns = now_ns - l.arrival_ns;
         self.metrics.record_response(
-            l.sub.phase,
+            l.phase,
             l.window,
             l.group as usize,
-            l.sub.req.write,
+            l.req.write,
             response_ns,
         );
         self.last_completion_ns = self.last_completion_ns.max(now_ns);
         self.refill += 1;
         observer.on_completion(&Completion {
-            number: l.sub.number,
-            phase: l.sub.phase,
-            write: l.sub.req.write,
-            sector: l.sub.req.sector,
-            sectors: l.sub.req.sectors,
-            trace_device: l.sub.device,
+            number: l.number,
+            phase: l.phase,
+            write: l.req.write,
+            sector: l.req.sector,
+            sectors: l.req.sectors,
+            trace_device: l.device,
             member: l.member,
             arrival_ns: l.arrival_ns,
             start_ns: l.start_ns.min(now_ns),
@@ -674,7 +712,7 @@ impl Replay {
         self.events.push(Reverse((done_ns, member, slot)));
         let mut op = io.first_op;
         let first = self.logical_of(op);
-        let (phase, window) = (self.logical[first].sub.phase, self.logical[first].window);
+        let (phase, window) = (self.logical[first].phase, self.logical[first].window);
         self.metrics
             .record_io(member, phase, window, &svc, non_sequential);
         while op != NO_OP {
@@ -689,7 +727,16 @@ impl Replay {
     }
 
     fn logical_of(&self, op: u32) -> usize {
-        self.extents[self.ops[op as usize].extent].logical
+        self.logical_of_extent(self.ops[op as usize].extent)
+    }
+
+    /// The logical request of [`Op::extent`] `extent`.
+    fn logical_of_extent(&self, extent: u32) -> usize {
+        if extent & OWN_EXTENT != 0 {
+            (extent & !OWN_EXTENT) as usize
+        } else {
+            self.extents[extent as usize].logical as usize
+        }
     }
 
     /// The I/O in service on `member` finished at `now_ns`: share its service time among
@@ -715,18 +762,26 @@ impl Replay {
                 done.total_ns * u64::from(o.sectors) / u64::from(done.io.req.sectors)
             };
             left_ns -= share_ns;
-            let lid = self.extents[o.extent].logical;
+            let lid = self.logical_of_extent(o.extent);
             let l = &mut self.logical[lid];
             l.service_ns += share_ns;
-            let (phase, window) = (l.sub.phase, l.window);
+            let (phase, window) = (l.phase, l.window);
             self.metrics.record_busy(phase, window, share_ns);
             self.metrics
-                .record_device_response(member, l.sub.req.write, now_ns - o.queued_ns);
-            let ext = &mut self.extents[o.extent];
-            ext.left -= 1;
-            if ext.left == 0 {
-                ext.phase += 1;
-                self.start_phase(o.extent, now_ns, observer)?;
+                .record_device_response(member, l.req.write, now_ns - o.queued_ns);
+            if o.extent & OWN_EXTENT != 0 {
+                // Its only extent's only phase: the request is done with its last I/O.
+                l.left -= 1;
+                if l.left == 0 {
+                    self.finish_logical(lid, now_ns, observer)?;
+                }
+            } else {
+                let ext = &mut self.extents[o.extent as usize];
+                ext.left -= 1;
+                if ext.left == 0 {
+                    ext.phase += 1;
+                    self.start_phase(o.extent as usize, now_ns, observer)?;
+                }
             }
             op = next;
         }
@@ -745,5 +800,20 @@ fn offset_members(phases: &mut reblock_device::Phases, first: usize) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What one queued request costs is what an open-loop replay of a fast trace grows
+    /// with (a whole phase waits at once): keep the records it takes small.
+    #[test]
+    fn a_queued_request_takes_few_bytes() {
+        use std::mem::size_of;
+        assert!(size_of::<Logical>() <= 72, "{}", size_of::<Logical>());
+        assert!(size_of::<Op>() <= 16, "{}", size_of::<Op>());
+        assert!(size_of::<Queued>() <= 24, "{}", size_of::<Queued>());
     }
 }
