@@ -84,18 +84,16 @@ impl Observer for () {
 }
 
 /// One logical request, from its arrival to its completion. Only what its completion
-/// reports is kept (72 bytes): an open-loop replay of a fast trace holds a whole phase of
-/// these at once (docs/scale.md).
+/// reports is kept (56 bytes; what its service adds is in [`Started`] from its first
+/// I/O on): an open-loop replay of a fast trace holds a whole phase of these at once
+/// (docs/scale.md).
 struct Logical {
     number: u64,
     arrival_ns: u64,
-    start_ns: u64,
-    service_ns: u64,
     /// Where it is served (after `--wrap`).
     req: DevRequest,
     /// The trace's device number.
     device: u32,
-    member: u32,
     window: u32,
     /// The group (trace device) serving it.
     group: u32,
@@ -103,6 +101,16 @@ struct Logical {
     /// (no [`Extent`] of its own: see [`OWN_EXTENT`]), its member I/Os not done yet.
     left: u32,
     phase: Phase,
+}
+
+/// A logical request's service so far, from when its first device I/O started: kept
+/// beside the [`Logical`]s because only the few requests in service need it.
+struct Started {
+    start_ns: u64,
+    /// Its share of the service time of the device I/Os done so far.
+    service_ns: u64,
+    /// The first member that served any of it.
+    member: u32,
 }
 
 /// One physical extent of a logical request, working through its array phases.
@@ -196,6 +204,8 @@ pub struct Replay {
     mapper: Box<dyn Mapper>,
     config: Config,
     logical: Slab<Logical>,
+    /// The logical requests in service, by id.
+    started: rustc_hash::FxHashMap<u32, Started>,
     extents: Slab<Extent>,
     ops: Slab<Op>,
     /// Device completions: (time, member, slot in the member's `in_service`).
@@ -246,6 +256,7 @@ impl Replay {
             metrics: Metrics::new(config.window),
             config,
             logical: Slab::new(),
+            started: Default::default(),
             extents: Slab::new(),
             ops: Slab::new(),
             events: BinaryHeap::new(),
@@ -487,11 +498,8 @@ impl Replay {
         let lid = self.logical.insert(Logical {
             number: sub.number,
             arrival_ns: now_ns,
-            start_ns: u64::MAX,
-            service_ns: 0,
             req,
             device: sub.device,
-            member: u32::MAX,
             window,
             group: group as u32,
             left: 0,
@@ -623,6 +631,11 @@ impl Replay {
         observer: &mut dyn Observer,
     ) -> Result<(), SimError> {
         let l = self.logical.remove(lid);
+        let s = self.started.remove(&(lid as u32)).unwrap_or(Started {
+            start_ns: now_ns,
+            service_ns: 0,
+            member: u32::MAX,
+        });
         let response_ns = now_ns - l.arrival_ns;
         self.metrics.record_response(
             l.phase,
@@ -640,11 +653,11 @@ impl Replay {
             sector: l.req.sector,
             sectors: l.req.sectors,
             trace_device: l.device,
-            member: l.member,
+            member: s.member,
             arrival_ns: l.arrival_ns,
-            start_ns: l.start_ns.min(now_ns),
+            start_ns: s.start_ns.min(now_ns),
             completion_ns: now_ns,
-            service_ns: l.service_ns,
+            service_ns: s.service_ns,
         })
     }
 
@@ -716,12 +729,14 @@ impl Replay {
         self.metrics
             .record_io(member, phase, window, &svc, non_sequential);
         while op != NO_OP {
-            let lid = self.logical_of(op);
-            let l = &mut self.logical[lid];
-            l.start_ns = l.start_ns.min(now_ns);
-            if l.member == u32::MAX {
-                l.member = member as u32;
-            }
+            // Time never goes back: the first I/O started is the earliest, on the first
+            // member that served the request.
+            let lid = self.logical_of(op) as u32;
+            self.started.entry(lid).or_insert(Started {
+                start_ns: now_ns,
+                service_ns: 0,
+                member: member as u32,
+            });
             op = self.members[member].queue.next_op(op);
         }
     }
@@ -763,8 +778,10 @@ impl Replay {
             };
             left_ns -= share_ns;
             let lid = self.logical_of_extent(o.extent);
+            (self.started.get_mut(&(lid as u32)))
+                .expect("a request served is started")
+                .service_ns += share_ns;
             let l = &mut self.logical[lid];
-            l.service_ns += share_ns;
             let (phase, window) = (l.phase, l.window);
             self.metrics.record_busy(phase, window, share_ns);
             self.metrics
@@ -812,7 +829,7 @@ mod tests {
     #[test]
     fn a_queued_request_takes_few_bytes() {
         use std::mem::size_of;
-        assert!(size_of::<Logical>() <= 72, "{}", size_of::<Logical>());
+        assert!(size_of::<Logical>() <= 56, "{}", size_of::<Logical>());
         assert!(size_of::<Op>() <= 16, "{}", size_of::<Op>());
         assert!(size_of::<Queued>() <= 24, "{}", size_of::<Queued>());
     }
