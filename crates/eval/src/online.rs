@@ -3,7 +3,7 @@
 //! ([`crate::run`]), over the server's recent requests, decided by the layout crate's
 //! [`Admission::choose`] that `evaluate` uses.
 
-use reblock_layout::admission::{paired_stderr_s, recurrence};
+use reblock_layout::admission::{paired_block_stderr_s, recurrence};
 use reblock_layout::{Admission, Choice, Indirector, ScheduleOptions};
 use reblock_plan::{Placement, PlanParams};
 use reblock_trace::Request;
@@ -82,7 +82,10 @@ pub(crate) fn unplanned(
         home_copy_busy_s,
         horizon_phases: Admission::horizon(phases_left, per_phase),
         plan_saving_stderr_s: 0.0,
-        plain_saving_stderr_s: paired_stderr_s(&plain.service_ns, &keep.service_ns) * scale,
+        plain_saving_stderr_s: paired_block_stderr_s(
+            &plain.service_blocks_ns,
+            &keep.service_blocks_ns,
+        ) * scale,
         plan_share: 0.0,
         plan_trust: trust,
         recurrence,
@@ -125,7 +128,10 @@ pub(crate) fn with_trial(
     Admission {
         predicted_plan_busy_s: tried.busy_s * scale,
         plan_copy_busy_s: copy_busy_s,
-        plan_saving_stderr_s: paired_stderr_s(&tried.service_ns, &keep.service_ns) * scale,
+        plan_saving_stderr_s: paired_block_stderr_s(
+            &tried.service_blocks_ns,
+            &keep.service_blocks_ns,
+        ) * scale,
         plan_share: share,
         ..*unplanned
     }

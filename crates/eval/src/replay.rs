@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use reblock_analyze::figures::LogHistogram;
 use reblock_device::{DevRequest, Device, Drain, Service};
+use reblock_layout::admission::STDERR_BLOCK_REQUESTS;
 use reblock_layout::{position_reads, CopyRequest, Extent, Positioning, POSITIONED_WINDOW};
 use reblock_sim::{
     Completion, Config, IterSource, Observer, Pacing, Phase, Replay, SimError, Source, Submission,
@@ -32,9 +33,12 @@ pub struct Measured {
     /// Response times (ns) of the workload's requests, for the report's CDFs.
     pub response_ns: LogHistogram,
     pub access: AccessTime,
-    /// Device nanoseconds each of the replay's requests took, in order: its share of
-    /// the device I/Os that served it (write-backs the guard added are not included).
-    pub service_ns: Vec<u64>,
+    /// Device nanoseconds the replay's requests took, summed in blocks of
+    /// [`STDERR_BLOCK_REQUESTS`] in order (the paired differences of the admission's
+    /// backtests need no more; a nanosecond count per request cost 8 bytes a request
+    /// of every backtest kept): each request's share of the device I/Os that served
+    /// it (write-backs the guard added are not included).
+    pub service_blocks_ns: Vec<u64>,
 }
 
 /// One replay's figures over all its requests.
@@ -133,14 +137,14 @@ impl Device for Timed {
     }
 }
 
-/// Collects the response time of every normal-phase request, and the device time each
-/// took (by submission number, from 1).
+/// Collects the response time of every normal-phase request, and the device time they
+/// took in blocks of [`STDERR_BLOCK_REQUESTS`] (by submission number, from 1).
 #[derive(Default)]
 struct Responses {
     /// The first submission's number.
     first_number: u64,
     response_ns: LogHistogram,
-    service_ns: Vec<u64>,
+    service_blocks_ns: Vec<u64>,
 }
 
 impl Observer for Responses {
@@ -149,10 +153,11 @@ impl Observer for Responses {
             self.response_ns
                 .record(c.completion_ns.saturating_sub(c.arrival_ns));
             let i = c.number.saturating_sub(self.first_number) as usize;
-            if self.service_ns.len() <= i {
-                self.service_ns.resize(i + 1, 0);
+            let block = i / STDERR_BLOCK_REQUESTS;
+            if self.service_blocks_ns.len() <= block {
+                self.service_blocks_ns.resize(block + 1, 0);
             }
-            self.service_ns[i] += c.service_ns;
+            self.service_blocks_ns[block] += c.service_ns;
         }
         Ok(())
     }
@@ -236,8 +241,8 @@ pub fn normal(
         first_number,
     )?;
     let cell = layout.lock().expect("layout lock");
-    let mut service_ns = responses.service_ns;
-    service_ns.resize(len, 0);
+    let mut service_blocks_ns = responses.service_blocks_ns;
+    service_blocks_ns.resize(len.div_ceil(STDERR_BLOCK_REQUESTS), 0);
     Ok(Measured {
         summary: replayed.summary,
         energy_j: replayed.energy_j,
@@ -246,7 +251,7 @@ pub fn normal(
         written_back_pages: cell.written_back_pages,
         response_ns: responses.response_ns,
         access: replayed.access,
-        service_ns,
+        service_blocks_ns,
     })
 }
 
@@ -264,8 +269,8 @@ pub fn shadow(
 #[derive(Clone, Debug, Default)]
 pub struct Profile {
     pub busy_s: f64,
-    /// Device nanoseconds of each request, in order (see [`Measured::service_ns`]).
-    pub service_ns: Vec<u64>,
+    /// Device nanoseconds of the requests in blocks (see [`Measured::service_blocks_ns`]).
+    pub service_blocks_ns: Vec<u64>,
 }
 
 /// Busy seconds of `reqs` on `layout` unguarded, and each request's device time (the
@@ -279,7 +284,7 @@ pub fn shadow_profile(
     let m = normal(device, speed, reqs, 1, share(layout), &[], 1)?;
     Ok(Profile {
         busy_s: m.summary.busy_time_s,
-        service_ns: m.service_ns,
+        service_blocks_ns: m.service_blocks_ns,
     })
 }
 
@@ -424,5 +429,42 @@ impl<I: Iterator<Item = Request>> Source for PhaseSource<'_, I> {
             phase: Phase::Normal,
             physical: false,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reblock_layout::admission::block_sums;
+
+    /// The blocks the observer sums as requests complete (in any order, several
+    /// completions of one number adding up) are the blocks of each request's time.
+    #[test]
+    fn service_blocks_are_the_block_sums_of_each_request() {
+        let per_request: Vec<u64> = (0..29u64).map(|i| i * 1_000 + (i % 3) * 7).collect();
+        let mut r = Responses {
+            first_number: 5,
+            ..Responses::default()
+        };
+        for i in (0..per_request.len()).rev() {
+            for part in [per_request[i] / 2, per_request[i] - per_request[i] / 2] {
+                let c = Completion {
+                    number: 5 + i as u64,
+                    phase: Phase::Normal,
+                    write: false,
+                    sector: 0,
+                    sectors: 8,
+                    trace_device: 0,
+                    member: 0,
+                    arrival_ns: 0,
+                    start_ns: 0,
+                    completion_ns: 1,
+                    service_ns: part,
+                };
+                r.on_completion(&c).unwrap();
+            }
+        }
+        assert_eq!(r.service_blocks_ns, block_sums(&per_request));
+        assert_eq!(r.service_blocks_ns.len(), 4);
     }
 }

@@ -78,7 +78,7 @@ fn one_share() -> f64 {
 /// Requests per block of a backtest's paired differences: neighbouring requests share a
 /// seek (a hit saves the seek of the request after it too), so their differences are
 /// summed into blocks before their spread is taken.
-const STDERR_BLOCK_REQUESTS: usize = 8;
+pub const STDERR_BLOCK_REQUESTS: usize = 8;
 
 /// The standard error of `sum(a) - sum(b)` for two replays of the same requests
 /// (`a[i]`, `b[i]`: nanoseconds request `i` kept the device busy on each layout), in
@@ -89,14 +89,23 @@ const STDERR_BLOCK_REQUESTS: usize = 8;
 /// difference (nothing to judge its spread on).
 pub fn paired_stderr_s(a: &[u64], b: &[u64]) -> f64 {
     debug_assert_eq!(a.len(), b.len());
-    let blocks: Vec<f64> = a
-        .chunks(STDERR_BLOCK_REQUESTS)
-        .zip(b.chunks(STDERR_BLOCK_REQUESTS))
-        .map(|(x, y)| {
-            let sx: u64 = x.iter().sum();
-            let sy: u64 = y.iter().sum();
-            (sx as f64 - sy as f64) * 1e-9
-        })
+    paired_block_stderr_s(&block_sums(a), &block_sums(b))
+}
+
+/// Each block of [`STDERR_BLOCK_REQUESTS`] requests' nanoseconds summed (the last block
+/// may be shorter).
+pub fn block_sums(per_request: &[u64]) -> Vec<u64> {
+    (per_request.chunks(STDERR_BLOCK_REQUESTS))
+        .map(|x| x.iter().sum())
+        .collect()
+}
+
+/// [`paired_stderr_s`] from the block sums of each replay ([`block_sums`]): what a
+/// replay of millions of requests keeps instead of every request's time.
+pub fn paired_block_stderr_s(a: &[u64], b: &[u64]) -> f64 {
+    debug_assert_eq!(a.len(), b.len());
+    let blocks: Vec<f64> = (a.iter().zip(b))
+        .map(|(&sx, &sy)| (sx as f64 - sy as f64) * 1e-9)
         .collect();
     let k = blocks.len() as f64;
     if blocks.len() < 2 {

@@ -125,8 +125,16 @@ impl ProcessGraphs {
         for r in requests {
             graphs.add(&r);
         }
-        graphs.edges.merge_pending();
+        // Built whole: the edge counts are only read from now on.
+        graphs.edges.shrink_to_fit();
         graphs
+    }
+
+    /// Gives back the index from (process, extent) to vertex id, which only adding
+    /// requests and [`ProcessGraphs::edge_weight`] read: for graphs about to be merged
+    /// into a master graph and dropped (at 10^7 requests it is a hash map of millions).
+    pub(crate) fn forget_vertex_index(&mut self) {
+        self.vertex_ids = FxHashMap::default();
     }
 
     /// Adds one request to its process's graph. Zero-length requests carry no blocks and

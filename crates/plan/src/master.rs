@@ -47,22 +47,41 @@ pub struct MasterGraph {
 /// Builds the per-process graphs of a request stream (seed definition: lookahead 1) and
 /// merges them into the master graph.
 pub fn build_graphs(requests: impl IntoIterator<Item = Request>) -> MasterGraph {
-    MasterGraph::from_processes(&ProcessGraphs::build(requests, GraphOptions::default()))
+    let mut pg = ProcessGraphs::build(requests, GraphOptions::default());
+    pg.forget_vertex_index();
+    let (vertices, edges) = master_parts(&pg);
+    let (requests, processes) = (pg.requests(), pg.processes().len());
+    // The process graphs' edge counts go before the rows are built: at 10^7 training
+    // requests they are hundreds of megabytes, as large as the graph itself.
+    drop(pg);
+    MasterGraph {
+        requests,
+        processes,
+        ..MasterGraph::from_edges(vertices, edges)
+    }
+}
+
+/// The master vertices and the edges between them (Algorithm 4, see the module comment),
+/// duplicates not yet summed.
+#[allow(clippy::type_complexity)]
+fn master_parts(pg: &ProcessGraphs) -> (Vec<Vertex>, Vec<(VertexId, VertexId, u64)>) {
+    let bounds = boundaries(pg);
+    let pieces = piece_spans(pg, &bounds);
+    let (ids, vertices) = elementary_vertices(pg, &bounds, &pieces);
+    let mut edges = chain_edges(pg, &pieces, &ids);
+    edges.reserve(pg.edge_count());
+    for (a, b, w) in pg.edges() {
+        let src = ids[pieces[a as usize].1 as usize - 1];
+        let dst = ids[pieces[b as usize].0 as usize];
+        edges.push((src, dst, w));
+    }
+    (vertices, edges)
 }
 
 impl MasterGraph {
     /// Merges process graphs with range splitting (see the module comment).
     pub fn from_processes(pg: &ProcessGraphs) -> MasterGraph {
-        let bounds = boundaries(pg);
-        let pieces = piece_spans(pg, &bounds);
-        let (ids, vertices) = elementary_vertices(pg, &bounds, &pieces);
-        let mut edges = chain_edges(pg, &pieces, &ids);
-        edges.reserve(pg.edge_count());
-        for (a, b, w) in pg.edges() {
-            let src = ids[pieces[a as usize].1 as usize - 1];
-            let dst = ids[pieces[b as usize].0 as usize];
-            edges.push((src, dst, w));
-        }
+        let (vertices, edges) = master_parts(pg);
         let mut g = MasterGraph::from_edges(vertices, edges);
         g.requests = pg.requests();
         g.processes = pg.processes().len();
@@ -87,7 +106,15 @@ impl MasterGraph {
         });
         let n = vertices.len();
         let (out_offsets, out_edges) = compress(n, edges.iter().map(|e| (e.0, e.1, e.2)));
-        let (in_offsets, in_edges) = compress(n, edges.iter().map(|e| (e.1, e.0, e.2)));
+        // The triples go before the transposed rows are made from the rows: one copy of
+        // the edges less at the peak. Read row by row, the rows give the same triples
+        // in the same order.
+        drop(edges);
+        let rows = (0..n).flat_map(|v| {
+            let row = &out_edges[out_offsets[v] as usize..out_offsets[v + 1] as usize];
+            row.iter().map(move |&(to, w)| (to, v as VertexId, w))
+        });
+        let (in_offsets, in_edges) = compress(n, rows);
         MasterGraph {
             vertices,
             out_offsets,
@@ -305,4 +332,47 @@ fn compress(
         fill[r as usize] += 1;
     }
     (offsets, cells)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both directions hold every summed edge, each row sorted: the incoming rows, made
+    /// from the outgoing ones, are the edges into each vertex by source.
+    #[test]
+    fn incoming_rows_are_the_edges_into_each_vertex_by_source() {
+        let n = 7u32;
+        let vertices = (0..n)
+            .map(|i| Vertex {
+                extent: Extent::new(u64::from(i) * 8, 8),
+                hits: 1,
+            })
+            .collect();
+        let mut edges = Vec::new();
+        let mut x = 12345u64;
+        for _ in 0..60 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let (a, b) = ((x >> 33) as u32 % n, (x >> 45) as u32 % n);
+            edges.push((a, b, (x >> 20) % 4));
+        }
+        let g = MasterGraph::from_edges(vertices, edges.clone());
+        for v in 0..n {
+            let mut want = std::collections::BTreeMap::new();
+            for &(a, b, w) in &edges {
+                if b == v && w > 0 {
+                    *want.entry(a).or_insert(0) += w;
+                }
+            }
+            let want: Vec<(VertexId, u64)> = want.into_iter().collect();
+            assert_eq!(g.in_edges(v), &want[..], "into {v}");
+            for &(from, w) in g.in_edges(v) {
+                assert_eq!(g.edge_weight(from, v), w);
+            }
+        }
+        let out_total: usize = (0..n).map(|v| g.out_edges(v).len()).sum();
+        assert_eq!(out_total, g.edge_count());
+    }
 }

@@ -83,28 +83,53 @@ impl Observer for () {
     }
 }
 
+/// One logical request, from its arrival to its completion. Only what its completion
+/// reports is kept (56 bytes; what its service adds is in [`Started`] from its first
+/// I/O on): an open-loop replay of a fast trace holds a whole phase of these at once
+/// (docs/scale.md).
 struct Logical {
-    sub: Submission,
+    number: u64,
     arrival_ns: u64,
-    start_ns: u64,
-    service_ns: u64,
-    member: u32,
-    extents_left: usize,
+    /// Where it is served (after `--wrap`).
+    req: DevRequest,
+    /// The trace's device number.
+    device: u32,
     window: u32,
     /// The group (trace device) serving it.
     group: u32,
+    /// Its extents not finished yet; for a request served by one extent in one phase
+    /// (no [`Extent`] of its own: see [`OWN_EXTENT`]), its member I/Os not done yet.
+    left: u32,
+    phase: Phase,
+}
+
+/// A logical request's service so far, from when its first device I/O started: kept
+/// beside the [`Logical`]s because only the few requests in service need it.
+struct Started {
+    start_ns: u64,
+    /// Its share of the service time of the device I/Os done so far.
+    service_ns: u64,
+    /// The first member that served any of it.
+    member: u32,
 }
 
 /// One physical extent of a logical request, working through its array phases.
 struct Extent {
-    logical: usize,
+    logical: u32,
+    phase: u32,
+    left: u32,
+    /// Its phases; freed once the last one is issued.
     phases: reblock_device::Phases,
-    phase: usize,
-    left: usize,
 }
 
+/// Set in [`Op::extent`] when the op's extent is its logical request's only one, in one
+/// phase: the rest of the field is then the logical request's id, and no [`Extent`]
+/// is kept (the common case: one request, one disk).
+const OWN_EXTENT: u32 = 1 << 31;
+
 struct Op {
-    extent: usize,
+    /// The [`Extent`] id, or [`OWN_EXTENT`] and the logical request's id.
+    extent: u32,
     sectors: u32,
     /// When it joined its member's queue: the start of its per-device response time.
     queued_ns: u64,
@@ -179,6 +204,8 @@ pub struct Replay {
     mapper: Box<dyn Mapper>,
     config: Config,
     logical: Slab<Logical>,
+    /// The logical requests in service, by id.
+    started: rustc_hash::FxHashMap<u32, Started>,
     extents: Slab<Extent>,
     ops: Slab<Op>,
     /// Device completions: (time, member, slot in the member's `in_service`).
@@ -229,6 +256,7 @@ impl Replay {
             metrics: Metrics::new(config.window),
             config,
             logical: Slab::new(),
+            started: Default::default(),
             extents: Slab::new(),
             ops: Slab::new(),
             events: BinaryHeap::new(),
@@ -468,15 +496,19 @@ impl Replay {
         let window = self.metrics.window_of(now_ns, self.admitted);
         self.admitted += 1;
         let lid = self.logical.insert(Logical {
-            sub: Submission { req, ..sub },
+            number: sub.number,
             arrival_ns: now_ns,
-            start_ns: u64::MAX,
-            service_ns: 0,
-            member: u32::MAX,
-            extents_left: 0,
+            req,
+            device: sub.device,
             window,
             group: group as u32,
+            left: 0,
+            phase: sub.phase,
         });
+        assert!(
+            lid < OWN_EXTENT as usize,
+            "more than 2^31 requests outstanding"
+        );
         let mut extents = std::mem::take(&mut self.scratch);
         extents.clear();
         if sub.physical {
@@ -484,7 +516,7 @@ impl Replay {
         } else {
             self.mapper.map(&req, &mut extents);
         }
-        self.logical[lid].extents_left = extents.len();
+        self.logical[lid].left = extents.len() as u32;
         if extents.is_empty() {
             self.finish_logical(lid, now_ns, observer)?;
         }
@@ -494,11 +526,17 @@ impl Replay {
             if first_member > 0 {
                 offset_members(&mut phases, first_member);
             }
+            if extents.len() == 1 && phases.len() == 1 && !phases[0].is_empty() {
+                let ios = phases.pop().expect("one phase");
+                self.logical[lid].left = ios.len() as u32;
+                self.queue_ios(ios, OWN_EXTENT | lid as u32, now_ns);
+                continue;
+            }
             let eid = self.extents.insert(Extent {
-                logical: lid,
-                phases,
+                logical: lid as u32,
                 phase: 0,
                 left: 0,
+                phases,
             });
             self.start_phase(eid, now_ns, observer)?;
         }
@@ -516,26 +554,34 @@ impl Replay {
     ) -> Result<(), SimError> {
         loop {
             let ext = &mut self.extents[eid];
-            let Some(ios) = ext.phases.get_mut(ext.phase).map(std::mem::take) else {
+            let Some(ios) = ext.phases.get_mut(ext.phase as usize).map(std::mem::take) else {
                 return self.finish_extent(eid, now_ns, observer);
             };
-            ext.left = ios.len();
+            if ext.phase as usize + 1 == ext.phases.len() {
+                ext.phases = Vec::new();
+            }
+            ext.left = ios.len() as u32;
             if ios.is_empty() {
                 ext.phase += 1;
                 continue;
             }
-            for io in ios {
-                let (member, req) = self.route(io, now_ns);
-                let op = self.ops.insert(Op {
-                    extent: eid,
-                    sectors: req.sectors,
-                    queued_ns: now_ns,
-                }) as u32;
-                let m = &mut self.members[member];
-                m.queue.push(op, req, m.dev.as_ref());
-                self.mark_dirty(member);
-            }
+            self.queue_ios(ios, eid as u32, now_ns);
             return Ok(());
+        }
+    }
+
+    /// Queues member I/Os `ios` of extent `extent` (an [`Op::extent`]) on their members.
+    fn queue_ios(&mut self, ios: Vec<MemberIo>, extent: u32, now_ns: u64) {
+        for io in ios {
+            let (member, req) = self.route(io, now_ns);
+            let op = self.ops.insert(Op {
+                extent,
+                sectors: req.sectors,
+                queued_ns: now_ns,
+            }) as u32;
+            let m = &mut self.members[member];
+            m.queue.push(op, req, m.dev.as_ref());
+            self.mark_dirty(member);
         }
     }
 
@@ -569,10 +615,10 @@ impl Replay {
         now_ns: u64,
         observer: &mut dyn Observer,
     ) -> Result<(), SimError> {
-        let lid = self.extents.remove(eid).logical;
+        let lid = self.extents.remove(eid).logical as usize;
         let l = &mut self.logical[lid];
-        l.extents_left -= 1;
-        if l.extents_left == 0 {
+        l.left -= 1;
+        if l.left == 0 {
             self.finish_logical(lid, now_ns, observer)?;
         }
         Ok(())
@@ -585,28 +631,33 @@ impl Replay {
         observer: &mut dyn Observer,
     ) -> Result<(), SimError> {
         let l = self.logical.remove(lid);
+        let s = self.started.remove(&(lid as u32)).unwrap_or(Started {
+            start_ns: now_ns,
+            service_ns: 0,
+            member: u32::MAX,
+        });
         let response_ns = now_ns - l.arrival_ns;
         self.metrics.record_response(
-            l.sub.phase,
+            l.phase,
             l.window,
             l.group as usize,
-            l.sub.req.write,
+            l.req.write,
             response_ns,
         );
         self.last_completion_ns = self.last_completion_ns.max(now_ns);
         self.refill += 1;
         observer.on_completion(&Completion {
-            number: l.sub.number,
-            phase: l.sub.phase,
-            write: l.sub.req.write,
-            sector: l.sub.req.sector,
-            sectors: l.sub.req.sectors,
-            trace_device: l.sub.device,
-            member: l.member,
+            number: l.number,
+            phase: l.phase,
+            write: l.req.write,
+            sector: l.req.sector,
+            sectors: l.req.sectors,
+            trace_device: l.device,
+            member: s.member,
             arrival_ns: l.arrival_ns,
-            start_ns: l.start_ns.min(now_ns),
+            start_ns: s.start_ns.min(now_ns),
             completion_ns: now_ns,
-            service_ns: l.service_ns,
+            service_ns: s.service_ns,
         })
     }
 
@@ -674,22 +725,33 @@ impl Replay {
         self.events.push(Reverse((done_ns, member, slot)));
         let mut op = io.first_op;
         let first = self.logical_of(op);
-        let (phase, window) = (self.logical[first].sub.phase, self.logical[first].window);
+        let (phase, window) = (self.logical[first].phase, self.logical[first].window);
         self.metrics
             .record_io(member, phase, window, &svc, non_sequential);
         while op != NO_OP {
-            let lid = self.logical_of(op);
-            let l = &mut self.logical[lid];
-            l.start_ns = l.start_ns.min(now_ns);
-            if l.member == u32::MAX {
-                l.member = member as u32;
-            }
+            // Time never goes back: the first I/O started is the earliest, on the first
+            // member that served the request.
+            let lid = self.logical_of(op) as u32;
+            self.started.entry(lid).or_insert(Started {
+                start_ns: now_ns,
+                service_ns: 0,
+                member: member as u32,
+            });
             op = self.members[member].queue.next_op(op);
         }
     }
 
     fn logical_of(&self, op: u32) -> usize {
-        self.extents[self.ops[op as usize].extent].logical
+        self.logical_of_extent(self.ops[op as usize].extent)
+    }
+
+    /// The logical request of [`Op::extent`] `extent`.
+    fn logical_of_extent(&self, extent: u32) -> usize {
+        if extent & OWN_EXTENT != 0 {
+            (extent & !OWN_EXTENT) as usize
+        } else {
+            self.extents[extent as usize].logical as usize
+        }
     }
 
     /// The I/O in service on `member` finished at `now_ns`: share its service time among
@@ -715,18 +777,28 @@ impl Replay {
                 done.total_ns * u64::from(o.sectors) / u64::from(done.io.req.sectors)
             };
             left_ns -= share_ns;
-            let lid = self.extents[o.extent].logical;
+            let lid = self.logical_of_extent(o.extent);
+            (self.started.get_mut(&(lid as u32)))
+                .expect("a request served is started")
+                .service_ns += share_ns;
             let l = &mut self.logical[lid];
-            l.service_ns += share_ns;
-            let (phase, window) = (l.sub.phase, l.window);
+            let (phase, window) = (l.phase, l.window);
             self.metrics.record_busy(phase, window, share_ns);
             self.metrics
-                .record_device_response(member, l.sub.req.write, now_ns - o.queued_ns);
-            let ext = &mut self.extents[o.extent];
-            ext.left -= 1;
-            if ext.left == 0 {
-                ext.phase += 1;
-                self.start_phase(o.extent, now_ns, observer)?;
+                .record_device_response(member, l.req.write, now_ns - o.queued_ns);
+            if o.extent & OWN_EXTENT != 0 {
+                // Its only extent's only phase: the request is done with its last I/O.
+                l.left -= 1;
+                if l.left == 0 {
+                    self.finish_logical(lid, now_ns, observer)?;
+                }
+            } else {
+                let ext = &mut self.extents[o.extent as usize];
+                ext.left -= 1;
+                if ext.left == 0 {
+                    ext.phase += 1;
+                    self.start_phase(o.extent as usize, now_ns, observer)?;
+                }
             }
             op = next;
         }
@@ -745,5 +817,20 @@ fn offset_members(phases: &mut reblock_device::Phases, first: usize) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What one queued request costs is what an open-loop replay of a fast trace grows
+    /// with (a whole phase waits at once): keep the records it takes small.
+    #[test]
+    fn a_queued_request_takes_few_bytes() {
+        use std::mem::size_of;
+        assert!(size_of::<Logical>() <= 56, "{}", size_of::<Logical>());
+        assert!(size_of::<Op>() <= 16, "{}", size_of::<Op>());
+        assert!(size_of::<Queued>() <= 24, "{}", size_of::<Queued>());
     }
 }

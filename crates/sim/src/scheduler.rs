@@ -82,17 +82,19 @@ pub trait Order: Send {
     fn pick(&mut self, head_key: u64) -> Option<usize>;
 }
 
+/// Entry ids in arrival order (32-bit: a queue holding a whole phase of an open-loop
+/// replay holds millions of them).
 #[derive(Default)]
-struct Fcfs(VecDeque<usize>);
+struct Fcfs(VecDeque<u32>);
 
 impl Order for Fcfs {
     fn insert(&mut self, slot: Slot) {
-        self.0.push_back(slot.id);
+        self.0.push_back(slot.id as u32);
     }
     // A merged request keeps the place of the request it joined.
     fn rekey(&mut self, _old: Slot, _new: Slot) {}
     fn pick(&mut self, _head_key: u64) -> Option<usize> {
-        self.0.pop_front()
+        self.0.pop_front().map(|id| id as usize)
     }
 }
 
@@ -158,24 +160,29 @@ fn probe(key: u64) -> Slot {
 }
 
 /// A request waiting in (or taken from) a device queue: one member I/O, or several merged.
+/// 24 bytes: an open-loop replay of a fast trace queues a whole phase at once, so what a
+/// queued request costs is what a replay's memory grows with (docs/scale.md).
 #[derive(Clone, Copy, Debug)]
 pub struct Queued {
     pub req: DevRequest,
     /// The member I/Os it carries, a chain read with [`Queue::next_op`].
     pub first_op: u32,
     last_op: u32,
-    slot: Slot,
 }
 
 /// One device's queue: merging and op chains here, ordering in the scheduler's [`Order`].
 pub struct Queue {
     entries: Slab<Queued>,
-    /// Queued requests by (write, end sector), for back merges.
+    /// Each entry's place for a policy that orders by position (SSTF, C-LOOK: its old
+    /// slot is what a front merge rekeys), by entry id; empty for FCFS, which orders by
+    /// arrival alone.
+    slots: Vec<Slot>,
+    /// Queued requests by [`merge_key`] of their end sector, for back merges.
     // Fx hashing: the keys are sectors, not attacker-chosen, and these maps are on the
     // per-request path.
-    by_end: FxHashMap<(bool, u64), usize>,
-    /// Queued requests by (write, start sector), for front merges.
-    by_start: FxHashMap<(bool, u64), usize>,
+    by_end: FxHashMap<u64, u32>,
+    /// Queued requests by [`merge_key`] of their start sector, for front merges.
+    by_start: FxHashMap<u64, u32>,
     /// Next op in the same merged request, indexed by op id.
     op_next: Vec<u32>,
     order: Box<dyn Order>,
@@ -190,6 +197,7 @@ impl Queue {
     pub fn new(kind: SchedulerKind, max_merge_sectors: u32) -> Queue {
         Queue {
             entries: Slab::new(),
+            slots: Vec::new(),
             by_end: FxHashMap::default(),
             by_start: FxHashMap::default(),
             op_next: Vec::new(),
@@ -247,12 +255,17 @@ impl Queue {
             req,
             first_op: op,
             last_op: op,
-            slot,
         });
+        if self.by_position {
+            if self.slots.len() <= id {
+                self.slots.resize(id + 1, slot);
+            }
+            self.slots[id] = slot;
+        }
         if self.max_merge_sectors > 0 {
-            self.by_end
-                .insert((req.write, req.sector + u64::from(req.sectors)), id);
-            self.by_start.insert((req.write, req.sector), id);
+            let id = id as u32;
+            self.by_end.insert(merge_key(&req, req_end(&req)), id);
+            self.by_start.insert(merge_key(&req, req.sector), id);
         }
         self.order.insert(slot);
     }
@@ -274,45 +287,49 @@ impl Queue {
 
     /// `req` starts where a queued request ends: append it.
     fn back_merge(&mut self, op: u32, req: &DevRequest) -> bool {
-        let Some(&id) = self.by_end.get(&(req.write, req.sector)) else {
+        let at = merge_key(req, req.sector);
+        let Some(&id) = self.by_end.get(&at) else {
             return false;
         };
-        let e = &self.entries[id];
+        let e = &self.entries[id as usize];
         if !self.fits(e.req.sectors, req.sectors) {
             return false;
         }
-        self.by_end.remove(&(req.write, req.sector));
-        let e = &mut self.entries[id];
+        self.by_end.remove(&at);
+        let e = &mut self.entries[id as usize];
         e.req.sectors += req.sectors;
         self.op_next[e.last_op as usize] = op;
         e.last_op = op;
-        let end = e.req.sector + u64::from(e.req.sectors);
-        self.by_end.insert((req.write, end), id);
+        let end = merge_key(req, req_end(&e.req));
+        self.by_end.insert(end, id);
         true
     }
 
     /// `req` ends where a queued request starts: prepend it.
     fn front_merge(&mut self, op: u32, req: &DevRequest, dev: &dyn Device) -> bool {
-        let end = req.sector + u64::from(req.sectors);
-        let Some(&id) = self.by_start.get(&(req.write, end)) else {
+        let at = merge_key(req, req_end(req));
+        let Some(&id) = self.by_start.get(&at) else {
             return false;
         };
-        if !self.fits(self.entries[id].req.sectors, req.sectors) {
+        if !self.fits(self.entries[id as usize].req.sectors, req.sectors) {
             return false;
         }
-        self.by_start.remove(&(req.write, end));
-        let key = self.key_of(req.sector, dev);
-        let e = &mut self.entries[id];
-        let old = e.slot;
+        self.by_start.remove(&at);
+        let e = &mut self.entries[id as usize];
         e.req.sector = req.sector;
         e.req.sectors += req.sectors;
         self.op_next[op as usize] = e.first_op;
         e.first_op = op;
-        e.slot.key = key;
-        e.slot.sector = req.sector;
-        let new = e.slot;
-        self.by_start.insert((req.write, req.sector), id);
-        self.order.rekey(old, new);
+        self.by_start.insert(merge_key(req, req.sector), id);
+        if self.by_position {
+            let key = self.key_of(req.sector, dev);
+            let slot = &mut self.slots[id as usize];
+            let old = *slot;
+            slot.key = key;
+            slot.sector = req.sector;
+            let new = *slot;
+            self.order.rekey(old, new);
+        }
         true
     }
 
@@ -322,14 +339,13 @@ impl Queue {
         let e = self.entries.remove(id);
         if self.max_merge_sectors > 0 {
             // One hash per map: another queued request may own the same key.
-            let end = (e.req.write, e.req.sector + u64::from(e.req.sectors));
-            if let Entry::Occupied(o) = self.by_end.entry(end) {
+            let id = id as u32;
+            if let Entry::Occupied(o) = self.by_end.entry(merge_key(&e.req, req_end(&e.req))) {
                 if *o.get() == id {
                     o.remove();
                 }
             }
-            let start = (e.req.write, e.req.sector);
-            if let Entry::Occupied(o) = self.by_start.entry(start) {
+            if let Entry::Occupied(o) = self.by_start.entry(merge_key(&e.req, e.req.sector)) {
                 if *o.get() == id {
                     o.remove();
                 }
@@ -337,4 +353,17 @@ impl Queue {
         }
         Some(e)
     }
+}
+
+/// One past the last sector of `req`.
+fn req_end(req: &DevRequest) -> u64 {
+    req.sector + u64::from(req.sectors)
+}
+
+/// The merge maps' key: a sector and the direction of `req` in one word (a 16-byte map
+/// entry instead of 24). Sectors stay below 2^63: a capacity in bytes that fits 64 bits
+/// is below 2^55 sectors.
+fn merge_key(req: &DevRequest, sector: u64) -> u64 {
+    debug_assert!(sector < 1 << 63, "sector {sector} beyond any device");
+    sector << 1 | u64::from(req.write)
 }

@@ -61,6 +61,20 @@ mod tests {
     }
 
     #[test]
+    fn shrunk_tallies_keep_their_counts_and_still_add() {
+        let mut t: Tally<u64, u64> = Tally::with_min_batch(2);
+        for k in [5, 3, 5, 9, 3] {
+            t.add(k, 1);
+        }
+        t.shrink_to_fit();
+        assert_eq!(t.counts().as_ref(), &[(3, 2), (5, 2), (9, 1)]);
+        t.add(5, 1);
+        t.add(1, 4);
+        t.merge_pending();
+        assert_eq!(t.counts().as_ref(), &[(1, 4), (3, 2), (5, 3), (9, 1)]);
+    }
+
+    #[test]
     fn values_saturate() {
         let mut t: Tally<u32, u32> = Tally::with_min_batch(1);
         t.add(1, u32::MAX);

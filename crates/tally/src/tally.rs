@@ -77,6 +77,16 @@ impl<K: Key, V: Count> Tally<K, V> {
         self.pending.clear();
     }
 
+    /// Merges what is pending and gives back the buffers only adding needs (the pending
+    /// batch and the merge's scratch, each up to as large as the merged values): for a
+    /// tally that is complete and only read from now on.
+    pub fn shrink_to_fit(&mut self) {
+        self.merge_pending();
+        self.pending = Vec::new();
+        self.spare = Vec::new();
+        self.merged.shrink_to_fit();
+    }
+
     /// Every distinct key with its value, sorted by key. Borrowed when nothing is pending
     /// (always so after [`Tally::merge_pending`]); otherwise merged into a copy.
     pub fn counts(&self) -> Cow<'_, [(K, V)]> {
