@@ -84,14 +84,11 @@ impl Learner {
     }
 
     /// The boundary at `end` is passed: a decayed state learns the whole phase (whether
-    /// or not a plan asked for it) and decays into the next epoch; the training's state
-    /// is dropped.
+    /// or not a plan asked for it) and decays into the next epoch.
     pub(crate) fn passed(&mut self, reqs: RequestSpan<'_>, end: usize) {
         if self.decayed {
             self.learn_to(reqs, end);
             self.state.next_epoch();
-        } else {
-            self.state = Self::undecayed();
         }
     }
 
@@ -104,10 +101,15 @@ impl Learner {
     }
 
     /// The graph of what was learnt up to `upto`, which must not be before what the
-    /// state learnt already (it cannot unlearn).
-    fn graph_to(&mut self, reqs: RequestSpan<'_>, upto: usize) -> MasterGraph {
+    /// state learnt already (it cannot unlearn). The boundary's `last` graph frees the
+    /// training's state before it is planned from: planning and the admission's shadow
+    /// replays after it do not hold it beside their own memory.
+    fn graph_to(&mut self, reqs: RequestSpan<'_>, upto: usize, last: bool) -> MasterGraph {
         assert!(upto >= self.to, "the learning state cannot unlearn");
         self.learn_to(reqs, upto);
+        if last && !self.decayed {
+            return std::mem::replace(&mut self.state, Self::undecayed()).graph();
+        }
         self.state.graph()
     }
 }
@@ -142,10 +144,10 @@ impl Learnt<'_, '_> {
         trial_without: Option<usize>,
     ) -> Result<(Placement, PlanCost, Option<Placement>), EvalError> {
         let trial = match trial_without {
-            Some(without) => Some(self.plan(policy, params, without)?.0),
+            Some(without) => Some(self.plan(policy, params, without, false)?.0),
             None => None,
         };
-        let (plan, cost) = self.plan(policy, params, 0)?;
+        let (plan, cost) = self.plan(policy, params, 0, true)?;
         Ok((plan, cost, trial))
     }
 
@@ -154,6 +156,7 @@ impl Learnt<'_, '_> {
         policy: &str,
         params: &PlanParams,
         without: usize,
+        last: bool,
     ) -> Result<(Placement, PlanCost), EvalError> {
         let (start, end) = self.phase;
         // What a plan reports as its training: the requests trained on, except that a
@@ -164,7 +167,7 @@ impl Learnt<'_, '_> {
         } - without;
         let (learner, reqs) = (&mut *self.learner, self.reqs);
         planner::plan_from(policy, params, reported, || {
-            learner.graph_to(reqs, end - without)
+            learner.graph_to(reqs, end - without, last)
         })
     }
 }
@@ -218,8 +221,8 @@ mod tests {
                 };
                 let b = learner.boundary(reqs, (start, end));
                 assert_eq!(b.len(), end - first);
-                let trial = b.learner.graph_to(reqs, end - tail);
-                let plan = b.learner.graph_to(reqs, end);
+                let trial = b.learner.graph_to(reqs, end - tail, false);
+                let plan = b.learner.graph_to(reqs, end, true);
                 let afresh = |to| build_graphs(reqs.sub(first..to));
                 assert_eq!(summary(&trial), summary(&afresh(end - tail)));
                 assert_eq!(summary(&plan), summary(&afresh(end)));
