@@ -95,6 +95,8 @@ impl LearningState {
         for r in requests {
             self.graphs.add_weighted(r.borrow(), Self::UNIT);
         }
+        // Unmerged edges would be copied and sorted at every read of the graph.
+        self.graphs.merge_pending();
     }
 
     /// Ends the current epoch: every count so far is multiplied by the decay, and the
