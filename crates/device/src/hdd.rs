@@ -26,7 +26,7 @@
 //! after the last one). A media access waits for a write-back in progress; a read of data
 //! still waiting in the cache is a hit. Waits for the media are reported in `overhead_ns`.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 use crate::cache::Cache;
 use crate::energy::{Activity, PowerModel};
@@ -64,6 +64,9 @@ pub struct Hdd {
     /// End of the last service: busy time is counted up to here.
     served_until_ns: f64,
     places: Places,
+    /// [`Device::nearest`]'s candidates (place and head move of each queued command),
+    /// kept between calls so that a dispatch does not allocate.
+    candidates: RefCell<Vec<(Location, (f64, u64))>>,
 }
 
 /// Where the first sectors of recent requests lie. A drive's queue times the same few
@@ -218,6 +221,7 @@ impl Hdd {
             write_back: (0.0, 0.0),
             served_until_ns: 0.0,
             places: Places::default(),
+            candidates: RefCell::default(),
         }
     }
 
@@ -381,7 +385,7 @@ impl Hdd {
     fn head_at(&self, t_ns: f64) -> (u32, u32) {
         match self.cache.as_ref().and_then(|c| c.reach_at(t_ns)) {
             Some(end) => {
-                let l = self.geom.locate(end - 1);
+                let l = self.place(end - 1);
                 (l.cylinder, l.head)
             }
             None => (self.cyl, self.head),
@@ -752,7 +756,7 @@ impl Device for Hdd {
         self.plan(start_ns, req).0.total_ns
     }
     fn position_key(&self, sector: u64) -> u64 {
-        self.geom.locate(sector).cylinder as u64
+        self.place(sector).cylinder as u64
     }
     fn head_key(&self) -> u64 {
         self.cyl as u64
@@ -773,13 +777,12 @@ impl Device for Hdd {
     fn nearest(&self, start_ns: u64, reqs: &[DevRequest]) -> Option<usize> {
         let t = start_ns as f64;
         let from = self.head_at(t);
-        let places: Vec<(Location, (f64, u64))> = reqs
-            .iter()
-            .map(|r| {
-                let l = self.place(r.sector);
-                (l, self.reach_start(from, &l, r.write))
-            })
-            .collect();
+        let mut places = self.candidates.borrow_mut();
+        places.clear();
+        places.extend(reqs.iter().map(|r| {
+            let l = self.place(r.sector);
+            (l, self.reach_start(from, &l, r.write))
+        }));
         let floor = |i: usize| places[i].1 .0.round() as u64;
         let best = least_cost(reqs.len(), floor, u64::cmp, |i| {
             let m = self.media_from(t, places[i].1, places[i].0, &reqs[i]);

@@ -18,13 +18,13 @@ use std::sync::Arc;
 use reblock_freespace::FreeExtents;
 
 use reblock_layout::ScheduleOptions;
-use reblock_plan::{LearningState, Placement, PlanParams, TargetSpace};
+use reblock_plan::{Placement, PlanParams, TargetSpace};
 use reblock_trace::{Request, RequestSpan};
 use rustc_hash::FxHashMap;
 
 use crate::config::{EvalConfig, Interval, Trigger};
 use crate::layout::{share, CopyIo, Layout};
-use crate::learnt::Learnt;
+use crate::learnt::{Learner, Learnt};
 use crate::online;
 use crate::planner::PlanCost;
 use crate::replay::{self, Measured, Profile};
@@ -165,10 +165,7 @@ impl<'a> Runner<'a> {
         let (mut phases, mut start, mut i) = (Vec::new(), 0, 0);
         // N0 starts empty and untried: its first epoch is guarded.
         let mut trial_hurt = true;
-        let mut learning = (self.cfg.learning_decay)
-            .map(|d| LearningState::new(d, LearningState::DEFAULT_MAX_VERTICES))
-            .transpose()
-            .map_err(|e| EvalError::Setup(e.to_string()))?;
+        let mut learner = Learner::new(self.cfg.training, self.cfg.learning_decay)?;
         let mut record = PlanRecord::default();
         while start < reqs.len() {
             let end = self.phase_end(start, &layout, i == 0);
@@ -204,12 +201,12 @@ impl<'a> Runner<'a> {
             }
             i += 1;
             progress(&format!("R{i}"));
-            let train = Learnt::of(self.cfg.training, learning.as_ref(), reqs, (start, end));
+            let mut train = learner.boundary(reqs, (start, end));
             let tail = reqs.sub(end - backtest_len(train.len(), end - start)..end);
             let (io, cost, admission, hurt) = self.reconfigure(
                 policy,
                 &mut layout,
-                &train,
+                &mut train,
                 tail,
                 (
                     expected_phase_len(end, i),
@@ -217,7 +214,7 @@ impl<'a> Runner<'a> {
                     record.trust(),
                 ),
             )?;
-            learn_phase(learning.as_mut(), reqs.sub(start..end));
+            learner.passed(reqs, end);
             record.decided(admission.map(|a| a.choice));
             // Keeping a layout the guard served plain for the whole phase keeps it guarded:
             // "keep" was predicted on a backtest the layout never served unguarded. (UMass
@@ -397,7 +394,7 @@ impl<'a> Runner<'a> {
         &self,
         policy: &str,
         layout: &mut Layout,
-        train: &Learnt,
+        train: &mut Learnt,
         tail: RequestSpan<'_>,
         (phase_len, phases_left, trust): (usize, u64, f64),
     ) -> Result<(CopyIo, Option<PlanCost>, Option<Admission>, bool), EvalError> {
@@ -405,14 +402,17 @@ impl<'a> Runner<'a> {
             return Ok((CopyIo::default(), None, None, false));
         }
         if !self.cfg.guard {
-            let (raw, cost) = train.plan(policy, &self.params(), 0)?;
+            let (raw, cost, _) = train.plans(policy, &self.params(), None)?;
             let io = layout.reconfigure(&layout.stable(&raw), &self.schedule)?;
             return Ok((io, Some(cost), None, false));
         }
         // The plan placed is the plan tried: both are made with the trial's floor, so
         // that the transitions the trial was judged with are the ones placed.
         let params = self.trial_params(train.share(tail.len()));
-        let (raw, cost) = train.plan(policy, &params, 0)?;
+        // The trial is a plan made without `tail` (none to make when nothing is judged,
+        // or when `tail` is the whole training: the plan itself).
+        let trial_without = (!tail.is_empty() && train.len() != tail.len()).then_some(tail.len());
+        let (raw, cost, early) = train.plans(policy, &params, trial_without)?;
         let placement = layout.stable(&raw);
         if tail.is_empty() {
             // Nothing to judge a move on (a one-request phase): the layout stays. Installing
@@ -422,11 +422,7 @@ impl<'a> Runner<'a> {
         let scale = phase_len as f64 / tail.len() as f64;
         let plain = self.vanilla_profile_of(tail)?;
         let keep = self.shadow_profile(layout.clone(), tail)?;
-        let early = if train.len() == tail.len() {
-            raw.clone()
-        } else {
-            train.plan(policy, &params, tail.len())?.0
-        };
+        let early = early.unwrap_or_else(|| raw.clone());
         let mut home = placement.clone();
         home.ranges.clear();
         home.replicas.clear();
@@ -716,14 +712,6 @@ fn stays_guarded(was_guarded: bool, twin_s: f64, plain_s: f64) -> bool {
         twin_s >= plain_s * (1.0 - GUARD_TOLERANCE)
     } else {
         twin_s > plain_s * (1.0 + GUARD_TOLERANCE)
-    }
-}
-
-/// The phase just ended joins the learning state, which then decays into the next epoch.
-fn learn_phase(state: Option<&mut LearningState>, phase: RequestSpan<'_>) {
-    if let Some(s) = state {
-        s.learn(phase);
-        s.next_epoch();
     }
 }
 

@@ -189,6 +189,12 @@ impl ProcessGraphs {
         id
     }
 
+    /// Folds the edges counted since the last merge into the sorted counts, so that
+    /// reading the edges (several times per master graph) does not sort them again.
+    pub fn merge_pending(&mut self) {
+        self.edges.merge_pending();
+    }
+
     pub fn options(&self) -> GraphOptions {
         self.options
     }

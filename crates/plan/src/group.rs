@@ -16,7 +16,8 @@
 //! vertex is pulled by the neighbours it will actually sit next to.
 //!
 //! Scores live in arrays and a max-heap with lazy deletion: placing a vertex changes the
-//! scores of its neighbours only, so planning costs O((n + m) log m).
+//! scores of its neighbours only, so planning costs O((n + m) log m). Only scores that
+//! reach the threshold enter the heap.
 //!
 //! Ties are broken towards the lower vertex id (the lower LBA), and a vertex whose two
 //! scores are equal goes after the group, so results are deterministic.
@@ -55,6 +56,15 @@ enum State {
 
 /// Groups in the order they were formed.
 pub fn form_groups(g: &MasterGraph, limits: &GroupLimits) -> Vec<Group> {
+    groups_grown_by(g, limits, Run::grow)
+}
+
+/// The groups `grow` forms from each seed in turn (the seed already claimed).
+fn groups_grown_by<'g>(
+    g: &'g MasterGraph,
+    limits: &GroupLimits,
+    mut grow: impl FnMut(&mut Run<'g>, VertexId) -> Group,
+) -> Vec<Group> {
     let mut run = Run::new(g, limits);
     // A vertex none of whose edges reaches the threshold never starts a group: the run
     // stops once every edge left is lighter than the threshold (seed 000 §4.3).
@@ -71,7 +81,7 @@ pub fn form_groups(g: &MasterGraph, limits: &GroupLimits) -> Vec<Group> {
         if run.state[seed as usize] != State::Unplaced || !run.try_claim(seed) {
             continue;
         }
-        groups.push(run.grow(seed));
+        groups.push(grow(&mut run, seed));
     }
     groups
 }
@@ -162,9 +172,7 @@ impl<'g> Run<'g> {
             if self.state[i] != State::Unplaced || score != self.score(v) {
                 continue; // stale entry
             }
-            if score == 0 || score < self.limits.min_edge_weight {
-                return None;
-            }
+            // Only scores that reach the threshold are pushed (see `adjust`).
             return Some(v);
         }
         None
@@ -231,7 +239,109 @@ impl<'g> Run<'g> {
                 *slot -= w;
             }
             self.touched.push(u);
-            self.heap.push((self.score(u), Reverse(u)));
+            // `best` ends the group at the first current score below the threshold, so a
+            // score below it only matters when nothing above it is left: the same end
+            // as an empty heap. Such scores (most edges weigh 1) are not pushed.
+            let score = self.score(u);
+            if score >= self.limits.min_edge_weight.max(1) {
+                self.heap.push((score, Reverse(u)));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::graph::Extent;
+    use crate::master::Vertex;
+
+    /// The greedy rule of the module doc, every score summed afresh over the windows at
+    /// every step: what the heap with lazy deletion must reproduce.
+    fn grow_by_rescoring(run: &mut Run, seed: VertexId) -> Group {
+        let (g, limits) = (run.g, run.limits);
+        run.state[seed as usize] = State::Placed;
+        let mut group = VecDeque::from([seed]);
+        let mut seed_index = 0;
+        loop {
+            let k = if limits.k_window == 0 {
+                group.len()
+            } else {
+                limits.k_window.min(group.len())
+            };
+            let left: Vec<VertexId> = group.iter().take(k).copied().collect();
+            let right: Vec<VertexId> = group.iter().rev().take(k).copied().collect();
+            let weight = |a: VertexId, b: VertexId| g.edge_weight(a, b);
+            let best = (0..g.len() as VertexId)
+                .filter(|&u| run.state[u as usize] == State::Unplaced)
+                .map(|u| {
+                    let to_left: u64 = left.iter().map(|&m| weight(u, m)).sum();
+                    let from_right: u64 = right.iter().map(|&m| weight(m, u)).sum();
+                    (to_left.max(from_right), Reverse(u), to_left > from_right)
+                })
+                .max_by_key(|&(s, u, _)| (s, u));
+            let Some((score, Reverse(v), front)) = best else {
+                break;
+            };
+            if score == 0 || score < limits.min_edge_weight || run.remaining_pages == 0 {
+                break;
+            }
+            if !run.try_claim(v) {
+                continue;
+            }
+            run.state[v as usize] = State::Placed;
+            if front {
+                seed_index += 1;
+                group.push_front(v);
+            } else {
+                group.push_back(v);
+            }
+        }
+        Group {
+            order: group.into_iter().collect(),
+            seed_index,
+        }
+    }
+
+    /// A random graph of `n` one-page vertices, a few heavy edges among many light ones.
+    fn random_graph(seed: u64, n: u32) -> MasterGraph {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        let vertices = (0..n)
+            .map(|i| Vertex {
+                extent: Extent::new(u64::from(i) * 16, 8 * (1 + next(2) as u32)),
+                hits: 1,
+            })
+            .collect();
+        let edges = (0..3 * n)
+            .map(|_| {
+                let w = if next(4) == 0 { 1 + next(6) } else { 1 };
+                (next(u64::from(n)) as u32, next(u64::from(n)) as u32, w)
+            })
+            .collect();
+        MasterGraph::from_edges(vertices, edges)
+    }
+
+    #[test]
+    fn the_heap_forms_the_groups_rescoring_forms() {
+        for seed in 0..300 {
+            let g = random_graph(seed, 4 + (seed % 40) as u32);
+            let limits = GroupLimits {
+                page_sectors: 8,
+                capacity_pages: [u64::MAX, 12][(seed / 3 % 2) as usize],
+                min_edge_weight: seed % 4,
+                k_window: (seed / 7 % 4) as usize,
+            };
+            assert_eq!(
+                form_groups(&g, &limits),
+                groups_grown_by(&g, &limits, grow_by_rescoring),
+                "seed {seed} {limits:?}"
+            );
         }
     }
 }

@@ -95,6 +95,8 @@ impl LearningState {
         for r in requests {
             self.graphs.add_weighted(r.borrow(), Self::UNIT);
         }
+        // Unmerged edges would be copied and sorted at every read of the graph.
+        self.graphs.merge_pending();
     }
 
     /// Ends the current epoch: every count so far is multiplied by the decay, and the
@@ -107,7 +109,7 @@ impl LearningState {
     /// The master access graph of what was learnt, counts in requests (rounded), as the
     /// planners read it.
     pub fn graph(&self) -> MasterGraph {
-        MasterGraph::from_processes(&self.graphs).scaled_down(Self::UNIT)
+        MasterGraph::from_processes(&self.graphs).into_scaled_down(Self::UNIT)
     }
 
     /// The master graph of what was learnt plus `more` requests of the current epoch,
@@ -327,6 +329,21 @@ mod tests {
         let kept: Vec<u64> = g.vertices().iter().map(|v| v.extent.start_sector).collect();
         assert_eq!(kept, vec![64, 128], "the vertex hit once was evicted");
         assert_eq!(g.edge_weight(1, 0), 1, "128 -> 64 kept");
+    }
+
+    /// Divided in place (every count whole) or rebuilt (decayed fractions), the planners'
+    /// graph is the one `scaled_down` builds.
+    #[test]
+    fn scaling_in_place_equals_scaling_by_rebuilding() {
+        for decay in [1.0, 0.5, 0.3] {
+            let mut s = LearningState::new(decay, 1 << 20).unwrap();
+            s.learn(day(0));
+            s.next_epoch();
+            s.learn(day(24));
+            let g = MasterGraph::from_processes(&s.graphs);
+            let want = summary(&g.scaled_down(LearningState::UNIT));
+            assert_eq!(summary(&g.into_scaled_down(LearningState::UNIT)), want);
+        }
     }
 
     #[test]

@@ -214,6 +214,27 @@ impl MasterGraph {
         g
     }
 
+    /// [`MasterGraph::scaled_down`] of a graph not needed as it is: when every count is a
+    /// non-zero multiple of `unit` (a learning state that never decayed), nothing is
+    /// dropped or renumbered, so the counts are divided in place instead of the graph
+    /// being built again.
+    pub fn into_scaled_down(mut self, unit: u64) -> MasterGraph {
+        let unit = unit.max(1);
+        let whole = |w: u64| w > 0 && w.is_multiple_of(unit);
+        let edges_whole = self.out_edges.iter().all(|e| whole(e.1));
+        if !(edges_whole && self.vertices.iter().all(|v| whole(v.hits))) {
+            return self.scaled_down(unit);
+        }
+        for v in &mut self.vertices {
+            v.hits /= unit;
+        }
+        for e in self.out_edges.iter_mut().chain(&mut self.in_edges) {
+            e.1 /= unit;
+        }
+        self.requests = (self.requests + unit / 2) / unit;
+        self
+    }
+
     /// The vertex holding `sector`, if any.
     pub fn vertex_at(&self, sector: u64) -> Option<VertexId> {
         let i = self
