@@ -496,7 +496,7 @@ impl<'a> Runner<'a> {
                 keep_only,
                 (keep, &tried.profile, scale),
                 (share, plan.2 + tried.making_s * scale),
-                tried.routing.is_none(),
+                tried.making_s <= 0.0,
             );
             shares.push(a);
             moved.push(plan);
@@ -749,9 +749,10 @@ fn dev_request(r: &Request) -> reblock_device::DevRequest {
 }
 
 /// A plan's trial: its profile once in place, what putting it in place costs while
-/// serving, and for FS2 the routing of arriving reads it was judged with (its profile is
-/// then the second of two replays, whose requests do not pair with the layout in
-/// place's: the first pass left the drive's arm and cache elsewhere).
+/// serving, and for FS2 the routing of arriving reads it was judged with. When putting
+/// it in place costs something, the profile is the second of two replays, whose
+/// requests do not pair with the layout in place's (the first pass left the drive's arm
+/// and cache elsewhere).
 struct Trial {
     profile: Profile,
     making_s: f64,
