@@ -19,7 +19,7 @@ use reblock_parallel::session::{Blocking, OpFilter, SessionConfig, SessionMode};
 use reblock_eval::config::parse_duration_ns;
 use reblock_eval::array_options::ArrayOptions;
 use reblock_eval::options::TraceOrigin;
-use reblock_eval::sizing::DEFAULT_DISKS;
+use reblock_eval::sizing::DEFAULT_DISK;
 use reblock_eval::{evaluate_trace, evaluation_json, plan_trace, EvalOptions, PlanOptions};
 use reblock_sim::{Pacing, Replay, SimulationOutput, TraceSource};
 use reblock_trace::parquet::TraceBatches;
@@ -234,7 +234,7 @@ fn evaluate_json(
         return evaluate_array_json(py, path, options, format, skip_bad);
     }
     let opts = eval_options(options)?;
-    let first = opts.device.as_deref().unwrap_or(DEFAULT_DISKS[0]);
+    let first = opts.device.as_deref().unwrap_or(DEFAULT_DISK);
     opts.config(first).map_err(|e| eval_error(path, e))?;
     let (requests, footer_sectors, discards) = read_all(path, format, skip_bad)?;
     let origin = TraceOrigin {

@@ -128,6 +128,16 @@ impl Layout {
         }
     }
 
+    /// Where the device serves `req` (device sectors), taken off its queue now: a read
+    /// may go to another copy of exactly its data when the layout keeps one the device
+    /// reaches sooner (FS2's replicas, see [`Replicated::dispatch`]); else `req`.
+    pub fn dispatch(&mut self, req: &DevRequest, cost: &dyn Fn(&DevRequest) -> u64) -> DevRequest {
+        match self {
+            Layout::Replicated(r) => r.dispatch(req, cost),
+            _ => *req,
+        }
+    }
+
     /// Before a guarded request: writes home (and marks clean, still mapped) each dirty
     /// page that would split it between home and the BOPT, appending the copies (read
     /// from the slot, written home) to `out`; returns the pages written. A dirty page
@@ -461,6 +471,15 @@ impl Mapper for SharedMapper {
         let hit = layout.map(req, out, phys, *guarded);
         cell.requests += 1;
         cell.hits += u64::from(hit);
+    }
+
+    /// Guarded, reads stay where `map` sent them (the plain layout's behaviour).
+    fn dispatch(&mut self, req: &DevRequest, cost: &dyn Fn(&DevRequest) -> u64) -> DevRequest {
+        let mut cell = self.0.lock().expect("layout lock");
+        if cell.guarded && !req.write {
+            return *req;
+        }
+        cell.layout.dispatch(req, cost)
     }
 }
 

@@ -11,7 +11,7 @@ use reblock_trace::RequestLog;
 
 use crate::config::{bad, parse_fraction};
 use crate::free::{Discards, FreeSpace};
-use crate::sizing::{self, DeviceChoice, DEFAULT_DISKS};
+use crate::sizing::{self, DeviceChoice, DEFAULT_DISK};
 use crate::{
     BoptAt, BoptSize, DataArea, EvalConfig, EvalError, Evaluation, Interval, Sweep, Training,
     Trigger,
@@ -161,7 +161,7 @@ pub fn evaluate_trace(
     opts: &EvalOptions,
     progress: &mut dyn FnMut(EvalProgress),
 ) -> Result<Vec<DeviceEvaluation>, EvalError> {
-    let cfg = opts.config(opts.device.as_deref().unwrap_or(DEFAULT_DISKS[0]))?;
+    let cfg = opts.config(opts.device.as_deref().unwrap_or(DEFAULT_DISK))?;
     let sweep = opts.sweep.as_deref().map(Sweep::parse).transpose()?;
     let name = origin.path.display().to_string();
     let by_device = split_by_device(requests.into());

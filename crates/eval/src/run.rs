@@ -13,7 +13,6 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::sync::Arc;
 
 use reblock_freespace::FreeExtents;
 
@@ -28,7 +27,7 @@ use crate::learnt::{Learner, Learnt};
 use crate::online;
 use crate::planner::PlanCost;
 use crate::replay::{self, Measured, Profile};
-use crate::replicas::{DiskModel, Replicated};
+use crate::replicas::{set_routing, ReadRouting, Replicated};
 use crate::results::{Admission, Choice, PhaseKind, PhaseResult, PolicyResult};
 use crate::workload::Workload;
 use crate::EvalError;
@@ -91,10 +90,8 @@ pub struct Runner<'a> {
     recurrence: RefCell<FxHashMap<(usize, usize), f64>>,
     /// How copies are scheduled on this run's device.
     schedule: ScheduleOptions,
-    /// The data area's free pages (FS2's replicas live there) and the disk model the
-    /// replicas' reads are routed by.
+    /// The data area's free pages (FS2's replicas live there).
     free: FreeExtents,
-    disk: Option<Arc<DiskModel>>,
 }
 
 impl<'a> Runner<'a> {
@@ -123,7 +120,6 @@ impl<'a> Runner<'a> {
                 w.geo.fs_pages,
                 w.geo.page.sectors(),
             )?,
-            disk: DiskModel::of_spec(&cfg.device)?,
         })
     }
 
@@ -140,7 +136,7 @@ impl<'a> Runner<'a> {
         if !p.capabilities().replicates {
             return Ok(base);
         }
-        let r = Replicated::new(base, self.free.clone(), self.disk.clone());
+        let r = Replicated::new(base, self.free.clone());
         Ok(Layout::Replicated(Box::new(r)))
     }
 
@@ -487,21 +483,17 @@ impl<'a> Runner<'a> {
         for share in Admission::PLAN_SHARES {
             let mut trial = layout.clone();
             trial.reconfigure(&layout.stable(&early.leading(share)), &self.schedule)?;
-            let (tried, making_s) = self.predict_plan(trial, tail)?;
-            let plan = self.moved_to(layout, &layout.stable(&raw.leading(share)))?;
-            let mut a = online::with_trial(
-                keep_only,
-                (keep, &tried, scale),
-                (share, plan.2 + making_s * scale),
-            );
-            if making_s > 0.0 {
-                // FS2's trial is its second replay, after the first wrote the replicas:
-                // its requests do not pair with the layout in place's (the first pass
-                // left the drive's arm and cache elsewhere), so their spread is no
-                // measure of doubt. On a 16-page read loop it put ±0.059 s on a
-                // 0.104 s saving that every later phase then realized.
-                a.plan_saving_stderr_s = 0.0;
+            let tried = self.predict_plan(trial, tail)?;
+            let mut plan = self.moved_to(layout, &layout.stable(&raw.leading(share)))?;
+            if let Some(routing) = tried.routing {
+                set_routing(&mut plan.0, routing);
             }
+            let a = online::with_trial(
+                keep_only,
+                (keep, &tried.profile, scale),
+                (share, plan.2 + tried.making_s * scale),
+                tried.making_s <= 0.0,
+            );
             shares.push(a);
             moved.push(plan);
             if raw.space != TargetSpace::ReadCache {
@@ -516,28 +508,43 @@ impl<'a> Runner<'a> {
     /// as the application reads their originals, so the first phase pays those writes
     /// and reads originals the replicas would have served: the layout is replayed twice,
     /// and the first replay's excess over the second is that cost (0 for every other
-    /// layout).
-    fn predict_plan(
-        &self,
-        trial: Layout,
-        tail: RequestSpan<'_>,
-    ) -> Result<(Profile, f64), EvalError> {
+    /// layout). FS2's trial is replayed with each way of routing arriving reads, and
+    /// keeps the one whose two replays cost least.
+    fn predict_plan(&self, trial: Layout, tail: RequestSpan<'_>) -> Result<Trial, EvalError> {
         if !matches!(&trial, Layout::Replicated(r) if r.set.has_pending()) {
-            return Ok((self.shadow_profile(trial, tail)?, 0.0));
+            return Ok(Trial {
+                profile: self.shadow_profile(trial, tail)?,
+                making_s: 0.0,
+                routing: None,
+            });
         }
-        let shared = share(trial);
-        let first = replay::normal(
-            &self.cfg.device,
-            self.cfg.speed,
-            tail.iter(),
-            1,
-            shared.clone(),
-            &[],
-            1,
-        )?;
-        let steady = self.shadow_profile(take(&shared), tail)?;
-        let making_s = (first.summary.busy_time_s - steady.busy_s).max(0.0);
-        Ok((steady, making_s))
+        let mut best: Option<(f64, Trial)> = None;
+        for routing in [ReadRouting::Streams, ReadRouting::Dispatch] {
+            let mut t = trial.clone();
+            set_routing(&mut t, routing);
+            let shared = share(t);
+            let first = replay::normal(
+                &self.cfg.device,
+                self.cfg.speed,
+                tail.iter(),
+                1,
+                shared.clone(),
+                &[],
+                1,
+            )?;
+            let steady = self.shadow_profile(take(&shared), tail)?;
+            let both_s = first.summary.busy_time_s + steady.busy_s;
+            if best.as_ref().is_none_or(|(b, _)| both_s < *b) {
+                let making_s = (first.summary.busy_time_s - steady.busy_s).max(0.0);
+                let trial = Trial {
+                    profile: steady,
+                    making_s,
+                    routing: Some(routing),
+                };
+                best = Some((both_s, trial));
+            }
+        }
+        Ok(best.expect("two routings tried").1)
     }
 
     /// [`online::trial_params`] with this run's floor.
@@ -727,6 +734,17 @@ fn dev_request(r: &Request) -> reblock_device::DevRequest {
         sectors: r.sectors,
         write: r.op.is_write(),
     }
+}
+
+/// A plan's trial: its profile once in place, what putting it in place costs while
+/// serving, and for FS2 the routing of arriving reads it was judged with. When putting
+/// it in place costs something, the profile is the second of two replays, whose
+/// requests do not pair with the layout in place's (the first pass left the drive's arm
+/// and cache elsewhere).
+struct Trial {
+    profile: Profile,
+    making_s: f64,
+    routing: Option<ReadRouting>,
 }
 
 /// FS2 replica pages `layout` has written so far.

@@ -1,9 +1,8 @@
 //! Defaults sized from the data: with no `--device`, the data area is the traced device's
 //! size (from the trace's .meta.json) or else the trace's address span, and the drive is
-//! the one the capture's .meta.json names (`device_model`), else the default desktop drive
-//! when it holds the data plus the BOPT, else the next larger built-in drive (folded into
-//! the largest when none holds it). The choice and its reason are printed, and scripts
-//! find both in the JSON output.
+//! the one the capture's .meta.json names (`device_model`), else the default desktop drive;
+//! data larger than the drive (plus the BOPT) is folded into it. The choice and its reason
+//! are printed, and scripts find both in the JSON output.
 
 use std::path::Path;
 
@@ -14,13 +13,13 @@ use serde::Serialize;
 
 use crate::EvalError;
 
-/// Built-in drives tried in order when the capture names none: first the Western
-/// Digital WD2500AAKS, a 7200 rpm desktop SATA drive of BORG's evaluation (the workloads
-/// the layout papers measure are desktop and server traces on such drives; a 15k rpm
-/// enterprise drive halves the rotational delay a layout can save), then larger drives
-/// (none built in yet). The dissertation's 2 GB Barracuda is too small for a modern
-/// capture, and the 15k rpm Cheetah is chosen only when named.
-pub const DEFAULT_DISKS: [&str; 1] = ["hdd:wd2500aaks"];
+/// The drive when the capture names none: the Western Digital WD2500AAKS, a 7200 rpm
+/// desktop SATA drive of BORG's evaluation (the workloads the layout papers measure are
+/// desktop and server traces on such drives; a 15k rpm enterprise drive halves the
+/// rotational delay a layout can save), the largest built-in drive. The dissertation's
+/// 2 GB Barracuda is too small for a modern capture, and the 15k rpm Cheetah is chosen
+/// only when named.
+pub const DEFAULT_DISK: &str = "hdd:wd2500aaks";
 
 /// What was chosen without `--device`, and why.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -109,75 +108,58 @@ pub fn choose(
         });
     let meta_sectors = meta.as_ref().map(|m| m.0);
     let data_sectors = meta_sectors.unwrap_or(0).max(trace_end_sector).max(1);
-    let need = data_sectors + bopt_sectors;
     let mut unknown = String::new();
     if let Some(named) = model {
         match spec_of_model(&named) {
             Some(spec) => {
-                return named_choice(&spec, &named, data_sectors, bopt_sectors, meta.as_ref())
+                let why =
+                    format!("the drive the capture's metadata names (device_model \"{named}\")");
+                return fit(
+                    &spec,
+                    (data_sectors, bopt_sectors),
+                    meta.as_ref(),
+                    ("metadata", why),
+                );
             }
             None => {
                 unknown = format!(" (the metadata's device_model \"{named}\" is no built-in model)")
             }
         }
     }
-    let mut last = None;
-    for (i, spec) in DEFAULT_DISKS.iter().enumerate() {
-        let capacity = capacity_sectors(spec)?;
-        last = Some((spec, capacity));
-        if capacity >= need {
-            let why = match i {
-                0 => format!("the default drive: BORG's 7200 rpm desktop drive, which holds the data and the BOPT{unknown}"),
-                _ => format!("the default drive is too small; the first larger built-in drive that holds the data and the BOPT{unknown}"),
-            };
-            return Ok(choice(
-                spec,
-                capacity,
-                data_sectors,
-                meta.as_ref(),
-                false,
-                ("default", why),
-            ));
-        }
-    }
-    let (spec, capacity) = last.expect("DEFAULT_DISKS is not empty");
-    let room = capacity.saturating_sub(bopt_sectors);
-    let why = format!("the largest built-in drive; the data is larger, so its addresses are folded (--wrap){unknown}");
-    Ok(choice(
-        spec,
-        capacity,
-        room,
+    let why = format!("the default drive: BORG's 7200 rpm desktop drive{unknown}");
+    fit(
+        DEFAULT_DISK,
+        (data_sectors, bopt_sectors),
         meta.as_ref(),
-        true,
         ("default", why),
-    ))
+    )
 }
 
-/// The drive a capture's metadata names, folding the data in when it is larger.
-fn named_choice(
+/// Drive `spec` for the data and the BOPT, the data folded into it when they do not fit;
+/// `why` says why this drive, and how the data fits is added to it.
+fn fit(
     spec: &str,
-    named: &str,
-    data_sectors: u64,
-    bopt_sectors: u64,
+    (data_sectors, bopt_sectors): (u64, u64),
     meta: Option<&(u64, String)>,
+    (chosen_by, why): (&'static str, String),
 ) -> Result<DeviceChoice, EvalError> {
     let capacity = capacity_sectors(spec)?;
     let wrapped = capacity < data_sectors + bopt_sectors;
-    let (data, folded) = match wrapped {
+    let (data, how) = match wrapped {
         true => (
             capacity.saturating_sub(bopt_sectors),
-            "; the data is larger, so its addresses are folded",
+            "the data is larger, so its addresses are folded (--wrap)",
         ),
-        false => (data_sectors, ""),
+        false => (data_sectors, "it holds the data and the BOPT"),
     };
-    let why = format!("the drive the capture's metadata names (device_model \"{named}\"){folded}");
+    let why = format!("{why}; {how}");
     Ok(choice(
         spec,
         capacity,
         data,
         meta,
         wrapped,
-        ("metadata", why),
+        (chosen_by, why),
     ))
 }
 

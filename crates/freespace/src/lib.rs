@@ -21,6 +21,6 @@ pub mod replica;
 pub use ext4::{read_ext4_free, Ext4Error, Ext4Free};
 pub use extents::FreeExtents;
 pub use replica::{
-    hot_area, replica_candidates, MarkVerdict, PageDistance, Positioner, Replica, ReplicaSet,
+    closest_whole_copy, hot_area, replica_candidates, MarkVerdict, Replica, ReplicaSet,
     ReplicaState, ServedRun, Watermarks,
 };

@@ -107,8 +107,8 @@ pub struct Replica {
     pub refs: u64,
 }
 
-/// A run of pages a read is served from: `len` pages starting at `page`, which is either
-/// the original (`replica == false`) or consecutive replicas.
+/// The copy a read is served from: `len` pages starting at `page`, which is either the
+/// original (`replica == false`) or consecutive replicas.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ServedRun {
     pub page: u64,
@@ -116,29 +116,37 @@ pub struct ServedRun {
     pub replica: bool,
 }
 
-/// Where the disk head is and what reaching a page costs from there: the simulator
-/// answers from its disk model, the engine from the last request it served.
-pub trait Positioner {
-    /// Cost (e.g. ns of seek and rotation) of starting a read at `page` from the head.
-    fn cost_to(&self, page: u64) -> f64;
-    /// The head is now just before `page` (a read ended there).
-    fn moved_to(&mut self, page: u64);
-}
-
-/// Positioning cost as the distance in pages: the order a disk's seek time follows when
-/// nothing better is known.
-#[derive(Clone, Copy, Debug)]
-pub struct PageDistance {
-    pub head: u64,
-}
-
-impl Positioner for PageDistance {
-    fn cost_to(&self, page: u64) -> f64 {
-        page.abs_diff(self.head) as f64
+/// FS2's read rule, one for the simulator and the engine: a read of pages
+/// `[start, start + len)` is served whole by one copy, the original or replicas of every
+/// one of its pages laid out one after another in the same order (contiguous copies are
+/// kept together),
+/// whichever `cost` (positioning from the head, as the caller knows it) rates cheapest;
+/// the original on a tie. `replicas_of(page)` lists the replica pages reads may use.
+/// Returns the first page of the copy chosen. Taking a read whole, never page by page,
+/// keeps a burst that the device reads as one request at home one request elsewhere.
+pub fn closest_whole_copy<I>(
+    start: u64,
+    len: u64,
+    replicas_of: impl Fn(u64) -> I,
+    mut cost: impl FnMut(u64) -> f64,
+) -> u64
+where
+    I: IntoIterator<Item = u64>,
+{
+    let mut best: Option<(u64, f64)> = None;
+    for r in replicas_of(start) {
+        let whole = (1..len).all(|k| replicas_of(start + k).into_iter().any(|q| q == r + k));
+        if !whole {
+            continue;
+        }
+        // The original is costed only once some replica could serve instead.
+        let b = best.get_or_insert_with(|| (start, cost(start)));
+        let c = cost(r);
+        if c < b.1 {
+            *b = (r, c);
+        }
     }
-    fn moved_to(&mut self, page: u64) {
-        self.head = page;
-    }
+    best.map_or(start, |b| b.0)
 }
 
 /// The replica table with the free space it draws on.
@@ -194,6 +202,26 @@ impl ReplicaSet {
         self.replicas_of(page)
             .iter()
             .filter(|r| r.state == ReplicaState::Valid)
+    }
+
+    /// Whether `page` has a replica reads may use.
+    pub fn has_written_replica(&self, page: u64) -> bool {
+        self.valid_replicas_of(page).next().is_some()
+    }
+
+    /// Whether `page` holds nothing anyone reads: free and unused, or a replica still
+    /// waiting for its data. Writing it costs nothing but time, so a batch of replica
+    /// writes may write through it rather than position again past it.
+    pub fn holds_nothing(&self, page: u64) -> bool {
+        if self.available.contains(page) {
+            return true;
+        }
+        let Some(orig) = self.owner.get(&page) else {
+            return false;
+        };
+        self.replicas_of(*orig)
+            .iter()
+            .any(|r| r.page == page && r.state == ReplicaState::Pending)
     }
 
     /// Whether some replica still waits for its original to be read.
@@ -366,69 +394,24 @@ impl ReplicaSet {
         freed.push(page);
     }
 
-    /// The runs serving a read of `[start, start + len)` with the head at page `head`,
-    /// positioning cost taken as page distance (see [`ReplicaSet::route_read_with`]).
-    pub fn route_read(&mut self, start: u64, len: u64, head: u64) -> Vec<ServedRun> {
-        self.route_read_with(start, len, &mut PageDistance { head })
-    }
-
-    /// The runs serving a read of `[start, start + len)`: each run starts on the copy
-    /// with the least positioning cost from where `head` says the head is, and continues
-    /// on that copy while the next page's copy follows it, so contiguous copies are read
-    /// together; after each run the head is where the run ended.
-    pub fn route_read_with(
-        &mut self,
-        start: u64,
-        len: u64,
-        head: &mut dyn Positioner,
-    ) -> Vec<ServedRun> {
-        let mut out: Vec<ServedRun> = Vec::new();
-        let end = start + len;
-        let mut p = start;
-        while p < end {
+    /// The copy serving a read of `[start, start + len)` whole ([`closest_whole_copy`]
+    /// over the written replicas), `cost` rating a copy by its first page; a replica
+    /// chosen counts the read on each of its pages.
+    pub fn serve_whole(&mut self, start: u64, len: u64, cost: impl FnMut(u64) -> f64) -> ServedRun {
+        let page = closest_whole_copy(
+            start,
+            len,
+            |p| self.valid_replicas_of(p).map(|r| r.page),
+            cost,
+        );
+        let replica = page != start;
+        if replica {
             self.clock += 1;
-            let (first, replica) = self.closest_copy(p, head);
-            let mut n = 1;
-            while p + n < end {
-                let next = p + n;
-                let follows = if replica {
-                    self.valid_replicas_of(next).any(|r| r.page == first + n)
-                } else {
-                    true
-                };
-                if !follows {
-                    break;
-                }
-                n += 1;
-            }
-            if replica {
-                for i in 0..n {
-                    self.touch(p + i, first + i);
-                }
-            }
-            out.push(ServedRun {
-                page: first,
-                len: n,
-                replica,
-            });
-            head.moved_to(first + n);
-            p += n;
-        }
-        out
-    }
-
-    /// The copy of `page` (itself or a replica) with the least positioning cost; the
-    /// original on a tie.
-    fn closest_copy(&self, page: u64, head: &dyn Positioner) -> (u64, bool) {
-        let mut best = (page, false);
-        let mut best_cost = head.cost_to(page);
-        for r in self.valid_replicas_of(page) {
-            let c = head.cost_to(r.page);
-            if c < best_cost {
-                (best, best_cost) = ((r.page, true), c);
+            for k in 0..len {
+                self.touch(start + k, page + k);
             }
         }
-        best
+        ServedRun { page, len, replica }
     }
 
     fn touch(&mut self, orig: u64, page: u64) {
@@ -592,6 +575,11 @@ pub fn replica_candidates(reads: &[u64], area: &std::ops::Range<u64>, min_reads:
 mod tests {
     use super::*;
 
+    /// A read served whole with the head at page `head`, page distance as the cost.
+    fn read_at(s: &mut ReplicaSet, start: u64, len: u64, head: u64) -> ServedRun {
+        s.serve_whole(start, len, |p| p.abs_diff(head) as f64)
+    }
+
     fn set(device: u64, free: &[(u64, u64)]) -> ReplicaSet {
         let marks = Watermarks {
             high: 0.0,
@@ -615,19 +603,28 @@ mod tests {
     fn a_read_uses_the_closest_copy_and_keeps_contiguous_copies_together() {
         let mut s = set(10_000, &[(5_000, 5_100)]);
         s.place(&[9_000, 9_001, 9_002], 5_010, 0);
-        let r = s.route_read(9_000, 3, 5_000);
+        let r = read_at(&mut s, 9_000, 3, 5_000);
         assert_eq!(
             r,
-            vec![ServedRun {
+            ServedRun {
                 page: 5_009,
                 len: 3,
                 replica: true
-            }]
+            }
         );
         // With the head beside the original, the original wins.
-        let r = s.route_read(9_000, 3, 8_990);
-        assert!(!r[0].replica);
+        let r = read_at(&mut s, 9_000, 3, 8_990);
+        assert!(!r.replica);
         assert_eq!(s.replica_hits, 3);
+        // A read reaching a page with no replica is served whole at home, however close
+        // the replicas of its other pages are.
+        assert!(!read_at(&mut s, 9_000, 4, 5_000).replica);
+        // So is one whose pages' replicas do not follow each other.
+        s.place(&[9_010], 5_020, 0);
+        s.place(&[9_011], 5_080, 0);
+        assert!(!read_at(&mut s, 9_010, 2, 5_020).replica);
+        assert!(read_at(&mut s, 9_011, 1, 5_080).replica);
+        assert_eq!(s.replica_hits, 4);
     }
 
     #[test]
@@ -642,7 +639,7 @@ mod tests {
         assert_eq!(s.note_write(r1, r1 + 1), vec![r1]);
         assert!(s.replicas_of(9_001).is_empty());
         assert_eq!(s.free_pages(), 99);
-        assert!(!s.route_read(9_001, 1, r1)[0].replica);
+        assert!(!read_at(&mut s, 9_001, 1, r1).replica);
     }
 
     #[test]
@@ -651,16 +648,16 @@ mod tests {
         s.reserve(&[9_000, 9_001, 9_002], 5_010, 0);
         assert!(s.has_pending());
         // Pending: reads stay on the original even with the head by the replica.
-        assert!(!s.route_read(9_000, 3, 5_009)[0].replica);
+        assert!(!read_at(&mut s, 9_000, 3, 5_009).replica);
         let taken = s.take_pending(9_000, 9_002);
         assert_eq!(taken.len(), 2);
         assert!(s.take_pending(9_000, 9_002).is_empty(), "taken once");
         assert!(
-            !s.route_read(9_000, 1, 5_009)[0].replica,
+            !read_at(&mut s, 9_000, 1, 5_009).replica,
             "buffered, not written"
         );
         s.mark_written(&taken);
-        assert!(s.route_read(9_000, 1, 5_009)[0].replica);
+        assert!(read_at(&mut s, 9_000, 1, 5_009).replica);
         // A write drops the pending replica of 9_002 and keeps the count right.
         s.note_write(9_002, 9_003);
         assert!(!s.has_pending());
@@ -699,7 +696,7 @@ mod tests {
         let placed = s.place(&(500..600).collect::<Vec<_>>(), 50, 0);
         assert_eq!(placed.len(), 50);
         // Read some replicas so they are recently used.
-        s.route_read(500, 10, 0);
+        read_at(&mut s, 500, 10, 0);
         // The client fills 25 of the untouched free pages. At the 21st, 29 are left, below
         // the low mark (30): the 21 least recently used replicas go, 50 are untouched
         // again, and the last 4 writes leave 46.

@@ -10,6 +10,19 @@ pub trait Mapper: Send {
     /// Appends to `out` the extents serving `req`, each in the array's logical space.
     /// They are served in parallel; the request completes with the last of them.
     fn map(&mut self, req: &DevRequest, out: &mut Vec<DevRequest>);
+
+    /// The device is about to serve `req`, an extent `map` gave (or several the queue
+    /// merged): where to serve it. A read may go to another copy only when it holds
+    /// exactly `req`'s data, contiguously; a write stays where it is (a mapper learns
+    /// here that it reached the device). `cost` is the device's estimate of serving a
+    /// request from where its head is now. Choosing here rather than in `map` keeps the
+    /// queue's merging of a burst exactly the plain layout's, and sees the head the
+    /// device really has (FS2: read whichever copy is closest to the head). By default
+    /// `req` itself.
+    fn dispatch(&mut self, req: &DevRequest, cost: &dyn Fn(&DevRequest) -> u64) -> DevRequest {
+        let _ = cost;
+        *req
+    }
 }
 
 /// Every request is served where it is addressed: the plain (vanilla) layout.

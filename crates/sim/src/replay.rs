@@ -152,6 +152,9 @@ struct Member {
     drive_reqs: Vec<DevRequest>,
     depth: usize,
     parallel: bool,
+    /// Whether it is its array's only member, so that its sectors are the array's
+    /// logical ones and the mapper may choose a read's copy at dispatch.
+    sole: bool,
     /// I/Os in service: at most one, or up to `depth` on a parallel device.
     in_service: Slab<InService>,
     /// End of the busy period so far (busy time of a parallel device is the union of
@@ -296,6 +299,7 @@ impl Replay {
     ) -> usize {
         let first_member = self.members.len();
         let group = self.groups.len();
+        let sole = array.members() == 1;
         self.groups.push(Group {
             array,
             first_member,
@@ -306,6 +310,7 @@ impl Replay {
             self.members.push(Member {
                 depth: dev.queue_depth().max(1),
                 parallel: dev.serves_in_parallel(),
+                sole,
                 dev,
                 queue: Queue::new(self.config.scheduler, self.config.max_merge_sectors),
                 drive: Vec::new(),
@@ -704,7 +709,17 @@ impl Replay {
         Some(m.drive.remove(pick))
     }
 
-    fn start_io(&mut self, member: usize, io: Queued, now_ns: u64) {
+    fn start_io(&mut self, member: usize, mut io: Queued, now_ns: u64) {
+        if self.members[member].sole {
+            // The mapper picks a read's copy now, from where the head really is.
+            let dev = self.members[member].dev.as_ref();
+            let copy = self
+                .mapper
+                .dispatch(&io.req, &|r| dev.estimate_ns(now_ns, r));
+            debug_assert!(copy.write == io.req.write && copy.sectors == io.req.sectors);
+            debug_assert!(!copy.write || copy == io.req, "writes stay where they are");
+            io.req = copy;
+        }
         let m = &mut self.members[member];
         let mut svc = m.dev.service(now_ns, &io.req);
         let non_sequential = m.prev_end != Some(io.req.sector);

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use reblock_eval::options::{EvalProgress, TraceOrigin};
-use reblock_eval::sizing::DEFAULT_DISKS;
+use reblock_eval::sizing::DEFAULT_DISK;
 use reblock_eval::{evaluate_trace, evaluation_json, EvalOptions, Evaluation, PolicyResult, Sweep};
 
 use super::evaluate_array::{self, ArrayArgs};
@@ -157,7 +157,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     let opts = options(&args);
     // Bad flags are reported before the trace is read.
-    opts.config(opts.device.as_deref().unwrap_or(DEFAULT_DISKS[0]))?;
+    opts.config(opts.device.as_deref().unwrap_or(DEFAULT_DISK))?;
     if let Some(s) = &opts.sweep {
         Sweep::parse(s)?;
     }
