@@ -85,7 +85,7 @@ pub(crate) struct Gap {
 /// when fewer fit: a boundary before the first repeat pays nothing). Each phase spans at
 /// least half an equally spaced interval (a gap right after another, or just before the
 /// trace ends, would make a phase too short to learn from or to judge a plan on). None
-/// when the trace has no repeating session.
+/// when the trace has fewer idle gaps than `count` or no repeating session.
 pub(crate) fn at_idle_gaps(
     reqs: RequestSpan<'_>,
     count: u32,

@@ -91,7 +91,8 @@ pub struct Args {
     /// right after the first session (256 requests or more between arrival gaps of at
     /// least 1% of the trace's span) of which 90% of the pages were read before it, the
     /// others at the longest such gaps after it, every phase at least half an interval
-    /// long; any other trace as interval. interval: equally spaced in trace time, as
+    /// long (fewer points when fewer fit); a trace with fewer such gaps than
+    /// reconfigurations, or no such session, as interval. interval: equally spaced in trace time, as
     /// BORG's evaluation. idle:SECS: the first arrival gap of SECS once half an interval
     /// passed. hit-rate:DROP: the BOPT hit rate of a window falls DROP below the phase's
     /// first window's. The text and the JSON (`geometry.phase_boundaries`) say where the
