@@ -108,6 +108,10 @@ impl Training {
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Trigger {
+    /// With a count `--interval`, after the first session that repeats what came before
+    /// it, then at the longest idle gaps, when the trace has such a session (see
+    /// [`crate::boundaries`]); else as [`Trigger::Interval`].
+    Auto,
     /// Every interval (seed 000 §6).
     Interval,
     /// At the first gap of at least `gap_ns` between arrivals once half an interval has
@@ -121,11 +125,12 @@ pub enum Trigger {
 }
 
 impl Trigger {
-    /// `interval`, `idle:SECS`, `hit-rate:DROP`.
+    /// `auto`, `interval`, `idle:SECS`, `hit-rate:DROP`.
     pub fn parse(s: &str) -> Result<Trigger, ParamError> {
         let s = s.trim();
-        let expected = "expected interval, idle:SECS or hit-rate:DROP";
+        let expected = "expected auto, interval, idle:SECS or hit-rate:DROP";
         match s.split_once(':') {
+            None if s == "auto" => Ok(Trigger::Auto),
             None if s == "interval" => Ok(Trigger::Interval),
             Some(("idle", secs)) => {
                 let v: f64 = secs
@@ -325,7 +330,7 @@ impl Default for EvalConfig {
             },
             training: Training::Cumulative,
             learning_decay: None,
-            trigger: Trigger::Interval,
+            trigger: Trigger::Auto,
             speed: 168.0,
             guard: true,
             guard_epoch_requests: 500,

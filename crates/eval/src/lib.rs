@@ -10,6 +10,7 @@
 //! crates'. This crate only sequences them and accounts.
 
 pub mod array_options;
+pub mod boundaries;
 pub mod config;
 pub mod free;
 pub mod html;
@@ -84,6 +85,7 @@ pub fn evaluate_point(
         geometry.free_pages = Some(runner.free_pages());
         geometry.free_space = Some(cfg.free_space.assumption());
     }
+    geometry.phase_boundaries = runner.boundaries().cloned();
     let mut out = BTreeMap::new();
     for p in &cfg.policies {
         let r = runner.policy(p, &mut |phase| progress(label, p, phase))?;

@@ -69,7 +69,7 @@ pub fn trial_params(base: PlanParams, share: f64) -> PlanParams {
 pub(crate) fn unplanned(
     (keep, plain): (&Profile, &Profile),
     (tail_len, recurrence): (usize, f64),
-    (scale, phases_left): (f64, u64),
+    (scale, phases_left): (f64, f64),
     (home_copy_busy_s, trust): (f64, f64),
 ) -> Admission {
     let (next_phase_share, per_phase) = Admission::drift(recurrence, scale);
@@ -186,7 +186,7 @@ impl AdmissionModel {
                 b.tail.len(),
                 tail_recurrence(b.tail, b.history.iter().chain(b.before), page_sectors),
             ),
-            (b.scale, ONLINE_PHASES_AHEAD),
+            (b.scale, ONLINE_PHASES_AHEAD as f64),
             (self.copy_busy_s(&now, &home)?, 1.0),
         );
         let mut shares = Vec::new();

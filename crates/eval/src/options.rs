@@ -65,7 +65,7 @@ impl Default for EvalOptions {
             sweep: None,
             guard: true,
             guard_epoch: 500,
-            trigger: "interval".into(),
+            trigger: "auto".into(),
             data_area: None,
             wrap: false,
             free_space: "untouched".into(),

@@ -268,6 +268,10 @@ pub struct GeometrySummary {
     pub free_pages: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub free_space: Option<String>,
+    /// Where the reconfigurations fell and by which rule (a count `--interval` with the
+    /// `auto` or `interval` trigger; other triggers end phases per policy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase_boundaries: Option<crate::boundaries::PhaseBoundaries>,
 }
 
 /// Fills `busy_vs_vanilla` and `normal_busy_vs_vanilla` for every policy when vanilla is present.
@@ -309,14 +313,16 @@ mod admission_tests {
 
     #[test]
     fn horizon_counts_the_phases_left_as_far_as_the_workload_recurs() {
-        assert_eq!(Admission::horizon(0, 0.5), 1.0);
-        assert_eq!(Admission::horizon(1, 0.9), 1.0);
-        assert_eq!(Admission::horizon(3, 0.5), 1.75);
-        assert_eq!(Admission::horizon(40, 1.0), 40.0);
+        assert_eq!(Admission::horizon(0.0, 0.5), 1.0);
+        assert_eq!(Admission::horizon(1.0, 0.9), 1.0);
+        assert_eq!(Admission::horizon(3.0, 0.5), 1.75);
+        assert_eq!(Admission::horizon(40.0, 1.0), 40.0);
         // Nothing seen before: the next phase only.
-        assert_eq!(Admission::horizon(40, 0.0), 1.0);
+        assert_eq!(Admission::horizon(40.0, 0.0), 1.0);
         // At most 1 / (1 - r) however many phases are left.
-        assert!((Admission::horizon(10_000, 0.75) - 4.0).abs() < 1e-9);
+        assert!((Admission::horizon(10_000.0, 0.75) - 4.0).abs() < 1e-9);
+        // Half a phase more counts half the next term: 1 + 0.5 + 0.25 / 2.
+        assert_eq!(Admission::horizon(2.5, 0.5), 1.625);
     }
 
     #[test]

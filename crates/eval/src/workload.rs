@@ -113,6 +113,7 @@ pub fn prepare<'t>(
         wrapped_requests: wrapped,
         free_pages: None,
         free_space: None,
+        phase_boundaries: None,
     };
     Ok(Workload {
         requests,

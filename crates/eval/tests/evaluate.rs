@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 
+use reblock_eval::boundaries::BoundaryRule;
 use reblock_eval::{
     evaluate_point, BoptAt, BoptSize, Choice, EvalConfig, Interval, PhaseKind, PolicyResult,
     Training,
@@ -429,4 +430,43 @@ fn a_plan_counts_every_phase_left_as_far_as_the_workload_recurs() {
     let saving = first.predicted_keep_busy_s - first.predicted_plan_busy_s;
     assert!(saving * 1.75 < first.plan_copy_busy_s, "{first:?}");
     assert!(b.busy_time_s < 0.9 * res["vanilla"].busy_time_s);
+}
+
+#[test]
+fn reconfigurations_fall_after_the_first_day_that_repeats_the_one_before() {
+    // Four days of the same 512 reads, 4 s of idle between them. Three reconfigurations
+    // asked for: the first falls after day 2 (the first session that repeats), the next
+    // at the only idle gap after it that leaves phases long enough; none within day 1,
+    // where no plan can show a saving.
+    let reqs = start_up_days(4);
+    let mut cfg = config(&["vanilla", "borg"]);
+    cfg.interval = Interval::Count {
+        reconfigurations: 3,
+    };
+    let (res, geometry) = evaluate_point(&reqs, &cfg, "test", &mut |_, _, _| {}).unwrap();
+    let b = geometry
+        .phase_boundaries
+        .expect("a count interval reports its points");
+    assert_eq!(b.rule, BoundaryRule::IdleGaps);
+    let points: Vec<u64> = b.points.iter().map(|p| p.request).collect();
+    assert_eq!(points, [1024, 1536]);
+    assert!(b.points[0].idle_s > 3.9, "{:?}", b.points[0]);
+    let borg = &res["borg"];
+    check_consistent("borg", borg, reqs.len() as u64);
+    let starts: Vec<u64> = (borg.phases.iter())
+        .filter(|p| p.kind == PhaseKind::Normal)
+        .map(|p| p.first_request)
+        .collect();
+    assert_eq!(starts, [0, 1024, 1536]);
+    assert_eq!(
+        borg.phases[1].admission.map(|a| a.choice),
+        Some(Choice::Plan)
+    );
+    assert!(borg.busy_time_s < 0.8 * res["vanilla"].busy_time_s);
+    // Equal spacing on request, as BORG's evaluation.
+    cfg.trigger = reblock_eval::Trigger::Interval;
+    let (_, geometry) = evaluate_point(&reqs, &cfg, "test", &mut |_, _, _| {}).unwrap();
+    let b = geometry.phase_boundaries.unwrap();
+    assert_eq!(b.rule, BoundaryRule::EqualTime);
+    assert_eq!(b.points.len(), 3);
 }

@@ -160,15 +160,19 @@ impl Admission {
     /// nearly every phase left; a random-I/O trace whose backtest touched 20% known pages
     /// counts little more than the next phase. The horizon used to be a fixed
     /// `1 + 1/2 + 1/4`, which made a first plan on a four-day prefix of the capture wait
-    /// for good (predicted 2.8 s a phase saved for 6.2 s of copies).
-    pub fn horizon(phases_left: u64, recurrence: f64) -> f64 {
+    /// for good (predicted 2.8 s a phase saved for 6.2 s of copies). A fraction of a
+    /// phase left counts as that fraction of the next term (phases cut at idle gaps are
+    /// uneven, and rounding 2.16 phases up to 3 admitted a plan that lost).
+    pub fn horizon(phases_left: f64, recurrence: f64) -> f64 {
         let r = recurrence.clamp(0.0, 1.0);
-        let n = phases_left.clamp(1, u64::from(u16::MAX)) as i32;
-        if r >= 1.0 {
+        let p = phases_left.clamp(1.0, f64::from(u16::MAX));
+        let n = p.floor() as i32;
+        let whole = if r >= 1.0 {
             f64::from(n)
         } else {
             (1.0 - r.powi(n)) / (1.0 - r)
-        }
+        };
+        whole + (p - f64::from(n)) * r.powi(n)
     }
 
     /// How a backtest's evidence carries to phases `phase_over_backtest` times its length:

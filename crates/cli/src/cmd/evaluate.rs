@@ -85,10 +85,19 @@ pub struct Args {
     /// Requests per guard epoch.
     #[arg(long, default_value_t = 500, value_name = "N")]
     pub guard_epoch: usize,
-    /// What ends a normal phase: interval, idle:SECS (the first arrival gap of SECS once
-    /// half an interval passed) or hit-rate:DROP (the BOPT hit rate of a window falls
-    /// DROP below the phase's first window's).
-    #[arg(long, default_value = "interval", value_name = "T")]
+    /// What ends a normal phase: auto, interval, idle:SECS or hit-rate:DROP. auto: for a
+    /// workload that runs in sessions separated by idle time and repeats them (a
+    /// start-up capture's days), with a count --interval, the first reconfiguration
+    /// right after the first session (256 requests or more between arrival gaps of at
+    /// least 1% of the trace's span) of which 90% of the pages were read before it, the
+    /// others at the longest such gaps after it, every phase at least half an interval
+    /// long (fewer points when fewer fit); a trace with fewer such gaps than
+    /// reconfigurations, or no such session, as interval. interval: equally spaced in trace time, as
+    /// BORG's evaluation. idle:SECS: the first arrival gap of SECS once half an interval
+    /// passed. hit-rate:DROP: the BOPT hit rate of a window falls DROP below the phase's
+    /// first window's. The text and the JSON (`geometry.phase_boundaries`) say where the
+    /// reconfigurations fell and by which rule.
+    #[arg(long, default_value = "auto", value_name = "T")]
     pub trigger: String,
     /// Size of the data area: device (capacity minus the BOPT), trace (its address range)
     /// or a size (8G) [default: device with --device, else sized from the data].
@@ -282,6 +291,9 @@ fn print_tables(e: &Evaluation) {
     if let (Some(pages), Some(how)) = (g.free_pages, &g.free_space) {
         println!("free space {pages} pages ({how})");
     }
+    if let Some(b) = &g.phase_boundaries {
+        println!("phases     {}", boundaries_line(b));
+    }
     println!();
     print_policies(e, &e.policies);
     println!();
@@ -293,6 +305,29 @@ fn print_tables(e: &Evaluation) {
         println!("sweep {} = {}", run.parameter, run.value);
         print_policies(e, &run.policies);
     }
+}
+
+/// Where the reconfigurations fell, in words: the rule, then each point's request,
+/// arrival and the idle time before it.
+fn boundaries_line(b: &reblock_eval::boundaries::PhaseBoundaries) -> String {
+    use reblock_eval::boundaries::BoundaryRule;
+    let rule = match b.rule {
+        BoundaryRule::IdleGaps => "at the trace's longest idle gaps",
+        BoundaryRule::EqualTime => "equally spaced in trace time",
+    };
+    let points: Vec<String> = (b.points.iter())
+        .map(|p| {
+            format!(
+                "request {} at {:.1} s ({:.2} s idle)",
+                p.request, p.at_s, p.idle_s
+            )
+        })
+        .collect();
+    format!(
+        "{} reconfigurations {rule}: {}",
+        b.points.len(),
+        points.join(", ")
+    )
 }
 
 fn print_policies(e: &Evaluation, policies: &std::collections::BTreeMap<String, PolicyResult>) {
