@@ -364,12 +364,13 @@ pub fn plan_guarded(
     model: &AdmissionModel,
     next_requests: u64,
 ) -> Result<Guarded, ReplanError> {
-    let history = in_data_area(engine, history);
     let requests = in_data_area(engine, requests);
-    guarded_in_data_area(engine, how, (&history, &requests), model, next_requests)
+    guarded_in_data_area(engine, how, (history, &requests), model, next_requests)
 }
 
-/// [`plan_guarded`] of requests already within the data area.
+/// [`plan_guarded`] of requests already within the data area. `history` only answers
+/// "was this page seen before?", which a page past the data area never is for a backtest
+/// page inside it, so it needs no filtering (nor a second copy of the window).
 fn guarded_in_data_area(
     engine: &Engine,
     (policy, learnt): (&str, Option<&Learner>),
@@ -638,13 +639,10 @@ fn replan_once(
     };
     let (history, requests) = all.split_at(all.len() - planned_from);
     // Filtered once here: the plan, the guard's trial and the learning state all use them.
-    let (history, requests) = (
-        in_data_area(engine, history),
-        in_data_area(engine, requests),
-    );
+    let requests = in_data_area(engine, requests);
     let n = requests.len() as u64;
     let t0 = Instant::now();
-    let planned = planner.run(engine, s, (&history, &requests), since_last_plan);
+    let planned = planner.run(engine, s, (history, &requests), since_last_plan);
     planner.checkpoint(&requests);
     planner.report_learning(s);
     match planned {
