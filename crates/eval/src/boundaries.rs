@@ -147,9 +147,10 @@ fn first_repeated_session(
     let (mut j, mut held) = (0, 0usize);
     for (i, r) in reqs.iter().enumerate() {
         if i == gaps.get(j)?.request {
+            // The bit-set scans last: short or early sessions skip them.
             let repeats =
-                session.overlap(&before) as f64 >= REPEATED_SHARE * session.count() as f64;
-            if held >= MIN_SESSION_REQUESTS && gaps[j].at_ns >= not_before_ns && repeats {
+                || session.overlap(&before) as f64 >= REPEATED_SHARE * session.count() as f64;
+            if held >= MIN_SESSION_REQUESTS && gaps[j].at_ns >= not_before_ns && repeats() {
                 return Some(j);
             }
             before.absorb(&mut session);

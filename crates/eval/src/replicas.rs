@@ -215,7 +215,9 @@ impl Replicated {
     fn arriving(&mut self, out: &mut [DevRequest]) {
         for io in out.iter_mut().filter(|io| !io.write) {
             let home = *io;
-            let recent = self.recent_ends.clone();
+            // Taken, not cloned (this runs for every arriving read): `whole_copy` never
+            // reads `recent_ends`, and it is put back before `note_read` updates it.
+            let recent = std::mem::take(&mut self.recent_ends);
             let continues = |c: &DevRequest| recent.contains(&c.sector);
             // Replicas continuing a recent read (issued, so the queue may merge them, or
             // served, so the drive may have read ahead into them) come first.
@@ -236,6 +238,7 @@ impl Replicated {
                     ReadRouting::Dispatch => home,
                 }
             };
+            self.recent_ends = recent;
             let read = *io;
             self.note_read(&read);
             if read != home {
