@@ -636,14 +636,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     serve_engine(&a, checked, bound, engine, stop)
 }
 
-/// The copier's staging buffer under a copy rate limit of `rate` bytes/s: the engine's
-/// default, or one second's worth of the rate when that is less.
 /// The background copy rate in bytes a second (`--rate-mib-s`, 64 MiB/s by default): one
 /// figure for the copier's pace and the staging buffer sized from it.
 fn copy_rate_bytes(a: &Args) -> u64 {
     a.rate_mib_s.unwrap_or(64) << 20
 }
 
+/// The copier's staging buffer under a copy rate limit of `rate` bytes/s: the engine's
+/// default, or one second's worth of the rate when that is less.
 fn copier_staging_bytes(rate: u64) -> u64 {
     EngineOptions::default()
         .copier_staging_bytes
