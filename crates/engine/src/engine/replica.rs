@@ -383,6 +383,12 @@ impl Engine {
         let radius = self.hot_radius();
         let free = lock(&self.free);
         let mut t = lock(&self.replicas);
+        // The free-page search probes up to twice SEARCH_PAGES pages under the locks every
+        // foreground read takes: skip it when no hot page could gain a copy anywhere.
+        let wants = |p: u64| may_gain_copy(&t, p, centre, radius) && !t.is_replica(p);
+        if !hot.iter().any(|h| wants(h.1) && !free.is_free(h.1)) {
+            return None;
+        }
         let replica = self.free_page_near(&free, &t, centre, None)?;
         let original = hot.iter().map(|h| h.1).find(|&p| {
             gains_copy_at(&t, p, centre, replica, radius) && !t.is_replica(p) && !free.is_free(p)
@@ -471,6 +477,13 @@ fn gains_copy_at(
         _ => closest_copy(t, page, near).abs_diff(near) > at.abs_diff(near) + radius,
     };
     closer && made < REPLICAS_PER_ORIGINAL
+}
+
+/// What [`gains_copy_at`] needs whatever the copy's page: below the count, and no copy
+/// (the page itself included) within `radius` of `near`.
+fn may_gain_copy(t: &crate::replicas::ReplicaTable, page: u64, near: u64, radius: u64) -> bool {
+    t.of_original(page).count() < REPLICAS_PER_ORIGINAL
+        && closest_copy(t, page, near).abs_diff(near) > radius
 }
 
 /// True when `page` has a replica within `radius` of page `at`, or its full count (a
