@@ -186,23 +186,24 @@ def chunk_carries(reqs, window_ns: int) -> Dict[int, Carry]:
     return {c: ends[p] for p, c in after.items()}
 
 
-def _requests(spark, trace, files: List[str]):
+def _requests(spark, trace, files: List[str], extra: Tuple[str, ...] = ()):
     """Every request of the read Parquet ``trace`` (whose files are ``files``, in path
     order) with an order key: file rank << 40 | row within the file, the order reblock
-    reads them in."""
+    reads them in; and the ``extra`` columns, null where the trace has none."""
     from pyspark.sql import functions as F
 
     df = trace.select(
         F.col("_metadata.row_index").alias("row"),
         F.regexp_replace("_metadata.file_path", "^file:/+", "file:/").alias("file"),
         F.col("ts_ns").cast("long").alias("ts"), F.col("sector").cast("long").alias("sector"),
-        F.col("sectors").cast("long").alias("sectors"), F.col("op").cast("string").alias("op"))
+        F.col("sectors").cast("long").alias("sectors"), F.col("op").cast("string").alias("op"),
+        *(F.col(c) if c in trace.columns else F.lit(None).alias(c) for c in extra))
     key = F.col("row")
     if len(files) > 1:
         ranks = spark.createDataFrame(list(enumerate(files)), "rank long, file string")
         df = df.join(F.broadcast(ranks), "file")
         key = F.shiftleft(F.col("rank"), FILE_SHIFT) + key
-    return df.select(key.cast("long").alias("key"), "ts", "sector", "sectors", "op")
+    return df.select(key.cast("long").alias("key"), "ts", "sector", "sectors", "op", *extra)
 
 
 def _trace_files(trace) -> List[str]:
@@ -471,6 +472,25 @@ def parse_reorder_window(text: str) -> int:
         raise ValueError(f"--reorder-window `{text}`: a duration like 10ms, or 0") from None
 
 
+def read_in_order(spark, path: str, reorder_window: str, sort: bool,
+                  extra: Tuple[str, ...] = ()):
+    """The Parquet trace at ``path`` read as reblock reads it: ``(trace, files, requests,
+    behind)`` with the requests' order key (and the ``extra`` columns), their order
+    checked (see :func:`time_order`; ``behind``: how far the latest-coming request was
+    behind, 0 for a trace in order, told on stderr)."""
+    reorder_ns = None if sort else parse_reorder_window(reorder_window)
+    trace = spark.read.parquet(path)
+    _require_columns(trace, path)
+    files = _trace_files(trace)
+    every = _requests(spark, trace, files, extra)
+    behind = time_order(every, reorder_ns, files)
+    if behind:
+        how = "--sort" if sort else f"--reorder-window {reorder_window}"
+        print(f"reblock.spark: note: requests of {path} came after later ones (by up to "
+              f"{behind / 1e6:g} ms) and were put in time order ({how})", file=sys.stderr)
+    return trace, files, every, behind
+
+
 def mined_pairs(spark, path: str, support: int = 1, session: str = "100us",
                 mine: str = "both", block_size: int = 512,
                 window: int = DEFAULT_PAIR_WINDOW, partitions: Optional[int] = None,
@@ -487,16 +507,7 @@ def mined_pairs(spark, path: str, support: int = 1, session: str = "100us",
     if ops is None:
         raise ValueError(f"--mine `{mine}`: expected reads, writes or both")
     window_ns = parse_session(session)
-    reorder_ns = None if sort else parse_reorder_window(reorder_window)
-    trace = spark.read.parquet(path)
-    _require_columns(trace, path)
-    files = _trace_files(trace)
-    every = _requests(spark, trace, files)
-    behind = time_order(every, reorder_ns, files)
-    if behind:
-        how = "--sort" if sort else f"--reorder-window {reorder_window}"
-        print(f"reblock.spark: note: requests of {path} came after later ones (by up to "
-              f"{behind / 1e6:g} ms) and were put in time order ({how})", file=sys.stderr)
+    trace, files, every, behind = read_in_order(spark, path, reorder_window, sort)
     reqs = every.where(every["op"].isin(*ops)).drop("op")
     # A Parquet count reads only the footers.
     rows = trace.count() if window_ns is not None else 0
@@ -550,11 +561,68 @@ def _session(master: Optional[str]):
     return spark
 
 
+def _add_trace_order(p) -> None:
+    """The flags every subcommand shares: the Spark master and the time order."""
+    p.add_argument("--master", default=None, metavar="URL",
+                   help="Spark master (default: spark-submit's, else local[*])")
+    p.add_argument("--reorder-window", default="10ms", metavar="DURATION",
+                   help="put requests up to this far behind a later one back in time "
+                        "order, as reblock's reader does; one further behind is an error "
+                        "(default 10ms; 0: the trace must be in order)")
+    p.add_argument("--sort", action="store_true",
+                   help="sort the whole trace by time instead (any disorder)")
+
+
+def _add_graph(sub) -> None:
+    g = sub.add_parser("graph", help="build BORG's access graph of each device")
+    g.add_argument("trace", help="Parquet trace (a file, or a directory of files read in "
+                                 "path order)")
+    g.add_argument("--min-weight", type=int, default=1, metavar="W",
+                   help="keep only the edges of at least this weight (default 1)")
+    _add_trace_order(g)
+    g.add_argument("--json", action="store_true",
+                   help='print {"graphs": [{"device", "requests", "processes", "vertices", '
+                        '"edges"}, ...]} as reblock graph does')
+
+
+def _run_graph(parser, args) -> int:
+    """``python -m reblock.spark graph``: what ``reblock graph`` prints."""
+    from .spark_graph import access_graphs, print_graphs
+
+    if args.min_weight < 1:
+        parser.error(f"--min-weight {args.min_weight}: must be at least 1")
+    graphs = _run_job(args, lambda spark: access_graphs(
+        spark, args.trace, args.reorder_window, args.sort, args.min_weight))
+    if graphs is None:
+        return 1
+    print_graphs(graphs, args.min_weight, args.json)
+    return 0
+
+
+def _run_job(args, job):
+    """``job(spark)`` in a session for ``--master``; None (the error told on stderr, as
+    reblock words it) for a trace that is missing, not Parquet, lacks a column or has a
+    request later than the reorder window."""
+    from pyspark.errors import AnalysisException
+
+    spark = _session(args.master)
+    try:
+        return job(spark)
+    except (LateRequest, MissingColumn) as e:
+        print(f"reblock.spark: error: {e}", file=sys.stderr)
+    except AnalysisException as e:  # a path that is not there, or not Parquet
+        print(f"reblock.spark: error: {args.trace}: {e}", file=sys.stderr)
+    finally:
+        spark.stop()
+    return None
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m reblock.spark",
-        description="Frequent block pairs of a Parquet trace on Spark; the same output "
-                    "as `reblock pairs` for the same options.")
+        description="Frequent block pairs (`pairs`) or BORG's access graph (`graph`) of a "
+                    "Parquet trace on Spark; the same output as `reblock pairs` / "
+                    "`reblock graph` for the same options.")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("pairs", help="mine the frequent block pairs")
     p.add_argument("trace", help="Parquet trace (a file, or a directory of files read in "
@@ -569,46 +637,35 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="block size in bytes, a multiple of 512 (default 512)")
     p.add_argument("--window", type=int, default=DEFAULT_PAIR_WINDOW, metavar="K",
                    help="pair each block with the next K blocks of its session (default 13)")
-    p.add_argument("--master", default=None, metavar="URL",
-                   help="Spark master (default: spark-submit's, else local[*])")
     p.add_argument("--partitions", type=int, default=None, metavar="N",
                    help="cut the trace into at least N chunks of consecutive requests "
                         f"for sessionizing (default: as few as hold at most "
                         f"{MAX_CHUNK_ROWS} requests each)")
-    p.add_argument("--reorder-window", default="10ms", metavar="DURATION",
-                   help="put requests up to this far behind a later one back in time "
-                        "order, as reblock's reader does; one further behind is an error "
-                        "(default 10ms; 0: the trace must be in order)")
-    p.add_argument("--sort", action="store_true",
-                   help="sort the whole trace by time instead (any disorder)")
+    _add_trace_order(p)
     p.add_argument("--json", action="store_true",
                    help='print {"pairs": [{"a", "b", "support"}, ...]} as reblock pairs does')
+    _add_graph(sub)
     args = parser.parse_args(argv)
+    if args.sort and args.reorder_window != "10ms":
+        parser.error("--sort cannot be used with --reorder-window")
     try:
-        parse_session(args.session)  # fail on a bad flag before starting Spark
         parse_reorder_window(args.reorder_window)
     except ValueError as e:
         parser.error(str(e))
-    if args.sort and args.reorder_window != "10ms":
-        parser.error("--sort cannot be used with --reorder-window")
+    if args.command == "graph":
+        return _run_graph(parser, args)
+    try:
+        parse_session(args.session)  # fail on a bad flag before starting Spark
+    except ValueError as e:
+        parser.error(str(e))
     if args.partitions is not None and args.partitions < 1:
         parser.error(f"--partitions {args.partitions}: must be at least 1")
 
-    from pyspark.errors import AnalysisException
-
-    spark = _session(args.master)
-    try:
-        out = mined_pairs(spark, args.trace, args.support, args.session, args.mine,
-                          args.block_size, args.window, args.partitions,
-                          args.reorder_window, args.sort)
-    except (LateRequest, MissingColumn) as e:
-        print(f"reblock.spark: error: {e}", file=sys.stderr)
+    out = _run_job(args, lambda spark: mined_pairs(
+        spark, args.trace, args.support, args.session, args.mine, args.block_size,
+        args.window, args.partitions, args.reorder_window, args.sort))
+    if out is None:
         return 1
-    except AnalysisException as e:  # a path that is not there, or not Parquet
-        print(f"reblock.spark: error: {args.trace}: {e}", file=sys.stderr)
-        return 1
-    finally:
-        spark.stop()
     if args.json:
         print(pairs_json(out))
     else:

@@ -48,6 +48,9 @@ enum Command {
     /// Mine the frequent block pairs of a trace (the parallel-array optimizer's sessions
     /// and pair counts), as JSON for scripts or for a cluster job to be checked against.
     Pairs(cmd::pairs::Args),
+    /// Build BORG's access graph of a trace (per-process graphs merged with range
+    /// splitting, as the borg policy learns it), as JSON for scripts or a cluster job.
+    Graph(cmd::graph::Args),
     /// List the trace formats reblock reads.
     Formats(cmd::formats::Args),
     /// Print the free extents of an ext2/3/4 image, read from its block bitmaps.
@@ -86,6 +89,7 @@ fn main() {
         Command::Check(a) => cmd::check::run(a),
         Command::Reconfigure(a) => cmd::reconfigure::run(a),
         Command::Pairs(a) => cmd::pairs::run(a),
+        Command::Graph(a) => cmd::graph::run(a),
         Command::Formats(a) => cmd::formats::run(a),
         Command::Freemap(a) => cmd::freemap::run(a),
         Command::Demo(a) => cmd::demo::run(a),

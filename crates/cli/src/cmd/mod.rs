@@ -9,6 +9,7 @@ pub mod evaluate;
 pub mod evaluate_array;
 pub mod formats;
 pub mod freemap;
+pub mod graph;
 pub mod pairs;
 pub mod plan;
 pub mod reconfigure;
