@@ -84,19 +84,19 @@ impl Observer for () {
 }
 
 /// One logical request, from its arrival to its completion. Only what its completion
-/// reports is kept (56 bytes; what its service adds is in [`Started`] from its first
-/// I/O on): an open-loop replay of a fast trace holds a whole phase of these at once
-/// (docs/scale.md).
+/// reports is kept (40 bytes; what its service adds is in [`Started`] from its first
+/// I/O on; its trace device is an index into [`Replay::devices`]): an open-loop replay
+/// of a fast trace holds a whole phase of these at once (docs/scale.md).
 struct Logical {
     number: u64,
     arrival_ns: u64,
     /// Where it is served (after `--wrap`).
-    req: DevRequest,
-    /// The trace's device number.
-    device: u32,
+    sector: u64,
+    sectors: u32,
+    write: bool,
+    /// The trace's device number, as its index in [`Replay::devices`].
+    device: u16,
     window: u32,
-    /// The group (trace device) serving it.
-    group: u32,
     /// Its extents not finished yet; for a request served by one extent in one phase
     /// (no [`Extent`] of its own: see [`OWN_EXTENT`]), its member I/Os not done yet.
     left: u32,
@@ -133,6 +133,38 @@ struct Op {
     sectors: u32,
     /// When it joined its member's queue: the start of its per-device response time.
     queued_ns: u64,
+}
+
+/// Member I/Os by id: 16 bytes each (a slab's entry for one is 24) and the ids freed.
+#[derive(Default)]
+struct Ops {
+    ops: Vec<Op>,
+    free: Vec<u32>,
+}
+
+impl Ops {
+    fn insert(&mut self, op: Op) -> u32 {
+        match self.free.pop() {
+            Some(id) => {
+                self.ops[id as usize] = op;
+                id
+            }
+            None => {
+                self.ops.push(op);
+                u32::try_from(self.ops.len() - 1).expect("fewer than 2^32 member I/Os queued")
+            }
+        }
+    }
+
+    fn get(&self, id: u32) -> &Op {
+        &self.ops[id as usize]
+    }
+
+    /// Frees `id` (its record stays until the id is given out again).
+    fn remove(&mut self, id: u32) -> &Op {
+        self.free.push(id);
+        &self.ops[id as usize]
+    }
 }
 
 struct InService {
@@ -207,10 +239,14 @@ pub struct Replay {
     mapper: Box<dyn Mapper>,
     config: Config,
     logical: Slab<Logical>,
+    /// The trace device numbers of the logical requests so far ([`Logical::device`]).
+    devices: Vec<u32>,
+    /// The index in `devices` of each device number.
+    device_index: rustc_hash::FxHashMap<u32, u16>,
     /// The logical requests in service, by id.
     started: rustc_hash::FxHashMap<u32, Started>,
     extents: Slab<Extent>,
-    ops: Slab<Op>,
+    ops: Ops,
     /// Device completions: (time, member, slot in the member's `in_service`).
     events: BinaryHeap<Reverse<(u64, usize, usize)>>,
     dirty: Vec<usize>,
@@ -259,9 +295,11 @@ impl Replay {
             metrics: Metrics::new(config.window),
             config,
             logical: Slab::new(),
+            devices: Vec::new(),
+            device_index: Default::default(),
             started: Default::default(),
             extents: Slab::new(),
-            ops: Slab::new(),
+            ops: Ops::default(),
             events: BinaryHeap::new(),
             dirty: Vec::new(),
             ts0_ns: None,
@@ -498,15 +536,17 @@ impl Replay {
     ) -> Result<(), SimError> {
         let group = self.group_for(sub.device);
         let req = self.place(group, &sub)?;
+        let device = self.device_index_of(sub.device)?;
         let window = self.metrics.window_of(now_ns, self.admitted);
         self.admitted += 1;
         let lid = self.logical.insert(Logical {
             number: sub.number,
             arrival_ns: now_ns,
-            req,
-            device: sub.device,
+            sector: req.sector,
+            sectors: req.sectors,
+            write: req.write,
+            device,
             window,
-            group: group as u32,
             left: 0,
             phase: sub.phase,
         });
@@ -549,6 +589,31 @@ impl Replay {
         Ok(())
     }
 
+    /// The index of trace device `device` in [`Replay::devices`], given on its first
+    /// request.
+    fn device_index_of(&mut self, device: u32) -> Result<u16, SimError> {
+        if let Some(&i) = self.device_index.get(&device) {
+            return Ok(i);
+        }
+        let i = u16::try_from(self.devices.len()).map_err(|_| {
+            SimError::Config(format!(
+                "the trace addresses more than {} devices",
+                u16::MAX
+            ))
+        })?;
+        self.devices.push(device);
+        self.device_index.insert(device, i);
+        Ok(i)
+    }
+
+    /// The group serving the trace device of index `device` in [`Replay::devices`].
+    fn group_of_index(&self, device: u16) -> usize {
+        if self.factory.is_none() {
+            return 0;
+        }
+        self.group_of[&self.devices[usize::from(device)]]
+    }
+
     /// Queues the member I/Os of the extent's current phase; an extent with no phase left
     /// is finished.
     fn start_phase(
@@ -583,7 +648,7 @@ impl Replay {
                 extent,
                 sectors: req.sectors,
                 queued_ns: now_ns,
-            }) as u32;
+            });
             let m = &mut self.members[member];
             m.queue.push(op, req, m.dev.as_ref());
             self.mark_dirty(member);
@@ -642,22 +707,18 @@ impl Replay {
             member: u32::MAX,
         });
         let response_ns = now_ns - l.arrival_ns;
-        self.metrics.record_response(
-            l.phase,
-            l.window,
-            l.group as usize,
-            l.req.write,
-            response_ns,
-        );
+        let group = self.group_of_index(l.device);
+        self.metrics
+            .record_response(l.phase, l.window, group, l.write, response_ns);
         self.last_completion_ns = self.last_completion_ns.max(now_ns);
         self.refill += 1;
         observer.on_completion(&Completion {
             number: l.number,
             phase: l.phase,
-            write: l.req.write,
-            sector: l.req.sector,
-            sectors: l.req.sectors,
-            trace_device: l.device,
+            write: l.write,
+            sector: l.sector,
+            sectors: l.sectors,
+            trace_device: self.devices[usize::from(l.device)],
             member: s.member,
             arrival_ns: l.arrival_ns,
             start_ns: s.start_ns.min(now_ns),
@@ -757,7 +818,7 @@ impl Replay {
     }
 
     fn logical_of(&self, op: u32) -> usize {
-        self.logical_of_extent(self.ops[op as usize].extent)
+        self.logical_of_extent(self.ops.get(op).extent)
     }
 
     /// The logical request of [`Op::extent`] `extent`.
@@ -785,14 +846,15 @@ impl Replay {
         while op != NO_OP {
             // Read the link before the op is freed: its id may be reused below.
             let next = self.members[member].queue.next_op(op);
-            let o = self.ops.remove(op as usize);
+            let o = self.ops.remove(op);
+            let (sectors, extent, queued_ns) = (o.sectors, o.extent, o.queued_ns);
             let share_ns = if next == NO_OP {
                 left_ns
             } else {
-                done.total_ns * u64::from(o.sectors) / u64::from(done.io.req.sectors)
+                done.total_ns * u64::from(sectors) / u64::from(done.io.req.sectors)
             };
             left_ns -= share_ns;
-            let lid = self.logical_of_extent(o.extent);
+            let lid = self.logical_of_extent(extent);
             (self.started.get_mut(&(lid as u32)))
                 .expect("a request served is started")
                 .service_ns += share_ns;
@@ -800,19 +862,19 @@ impl Replay {
             let (phase, window) = (l.phase, l.window);
             self.metrics.record_busy(phase, window, share_ns);
             self.metrics
-                .record_device_response(member, l.req.write, now_ns - o.queued_ns);
-            if o.extent & OWN_EXTENT != 0 {
+                .record_device_response(member, l.write, now_ns - queued_ns);
+            if extent & OWN_EXTENT != 0 {
                 // Its only extent's only phase: the request is done with its last I/O.
                 l.left -= 1;
                 if l.left == 0 {
                     self.finish_logical(lid, now_ns, observer)?;
                 }
             } else {
-                let ext = &mut self.extents[o.extent as usize];
+                let ext = &mut self.extents[extent as usize];
                 ext.left -= 1;
                 if ext.left == 0 {
                     ext.phase += 1;
-                    self.start_phase(o.extent as usize, now_ns, observer)?;
+                    self.start_phase(extent as usize, now_ns, observer)?;
                 }
             }
             op = next;
@@ -844,7 +906,7 @@ mod tests {
     #[test]
     fn a_queued_request_takes_few_bytes() {
         use std::mem::size_of;
-        assert!(size_of::<Logical>() <= 56, "{}", size_of::<Logical>());
+        assert!(size_of::<Logical>() <= 40, "{}", size_of::<Logical>());
         assert!(size_of::<Op>() <= 16, "{}", size_of::<Op>());
         assert!(size_of::<Queued>() <= 24, "{}", size_of::<Queued>());
     }
