@@ -17,6 +17,11 @@ use slab::Slab;
 /// End of an op chain.
 pub const NO_OP: u32 = u32::MAX;
 
+/// Set in an op id whose other bits are an id of the caller's own (the replay's
+/// logical request served by this one op): such ops link through a table of their own,
+/// so the two kinds of id may overlap. [`NO_OP`] is never an op id.
+pub const OWN_OP: u32 = 1 << 31;
+
 /// Which scheduler orders a device's queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SchedulerKind {
@@ -183,6 +188,8 @@ pub struct Queue {
     by_start: MergeIndex,
     /// Next op in the same merged request, indexed by op id.
     op_next: Vec<u32>,
+    /// The same for [`OWN_OP`] ids, by their other bits.
+    own_next: Vec<u32>,
     order: Box<dyn Order>,
     /// Whether `order` reads the slots' position keys (every policy but FCFS).
     by_position: bool,
@@ -199,6 +206,7 @@ impl Queue {
             by_end: MergeIndex::new(Edge::End),
             by_start: MergeIndex::new(Edge::Start),
             op_next: Vec::new(),
+            own_next: Vec::new(),
             order: kind.order(),
             by_position: kind != SchedulerKind::Fcfs,
             max_merge_sectors,
@@ -222,16 +230,31 @@ impl Queue {
 
     /// The op after `op` in its merged request, or [`NO_OP`].
     pub fn next_op(&self, op: u32) -> u32 {
-        self.op_next[op as usize]
+        if op & OWN_OP != 0 {
+            self.own_next[(op & !OWN_OP) as usize]
+        } else {
+            self.op_next[op as usize]
+        }
+    }
+
+    /// Where the op after `op` is kept.
+    fn next_link(&mut self, op: u32) -> &mut u32 {
+        debug_assert_ne!(op, NO_OP);
+        let (links, i) = if op & OWN_OP != 0 {
+            (&mut self.own_next, (op & !OWN_OP) as usize)
+        } else {
+            (&mut self.op_next, op as usize)
+        };
+        if links.len() <= i {
+            links.resize(i + 1, NO_OP);
+        }
+        &mut links[i]
     }
 
     /// Queues member I/O `op` (an id chosen by the caller, unique while queued or in
     /// service) for `req`, merging it into a queued neighbour when allowed.
     pub fn push(&mut self, op: u32, req: DevRequest, dev: &dyn Device) {
-        if self.op_next.len() <= op as usize {
-            self.op_next.resize(op as usize + 1, NO_OP);
-        }
-        self.op_next[op as usize] = NO_OP;
+        *self.next_link(op) = NO_OP;
         // An empty queue has nothing to merge with (the maps mirror `entries`): skip the
         // two hash lookups, the common case for FCFS under light load.
         if self.max_merge_sectors > 0
@@ -294,10 +317,10 @@ impl Queue {
             return false;
         }
         self.by_end.remove(id, &self.entries);
+        let last = std::mem::replace(&mut self.entries[id as usize].last_op, op);
+        *self.next_link(last) = op;
         let e = &mut self.entries[id as usize];
         e.req.sectors += req.sectors;
-        self.op_next[e.last_op as usize] = op;
-        e.last_op = op;
         self.by_end.insert(id, &self.entries);
         true
     }
@@ -315,8 +338,8 @@ impl Queue {
         let e = &mut self.entries[id as usize];
         e.req.sector = req.sector;
         e.req.sectors += req.sectors;
-        self.op_next[op as usize] = e.first_op;
-        e.first_op = op;
+        let first = std::mem::replace(&mut e.first_op, op);
+        *self.next_link(op) = first;
         self.by_start.insert(id, &self.entries);
         if self.by_position {
             let key = self.key_of(req.sector, dev);
@@ -498,6 +521,7 @@ mod tests {
 
     #[test]
     fn merging_by_the_index_of_ids_is_merging_by_keyed_maps() {
+        // (and ops of both kinds chain as they were queued)
         let built = reblock_device::parse_spec("hdd:wd2500aaks").unwrap();
         let dev = built.members[0].as_ref();
         let mut x: u64 = 0x2545_F491_4F6C_DD1D;
@@ -525,8 +549,13 @@ mod tests {
                     write: rand() % 2 == 0,
                 };
                 let before = q.merges();
-                q.push(next_op, req, dev);
-                r.push(next_op, req, max);
+                // Both kinds of op id, their other bits overlapping.
+                let op = match next_op % 2 {
+                    0 => OWN_OP | next_op / 2,
+                    _ => next_op / 2,
+                };
+                q.push(op, req, dev);
+                r.push(op, req, max);
                 merges += q.merges() - before;
                 next_op += 1;
             }
