@@ -876,7 +876,7 @@ impl Replay {
     fn op_parts(&self, op: u32) -> (u32, u32, u64) {
         if op & OWN_OP != 0 {
             let l = &self.logical[(op & !OWN_OP) as usize];
-            return (OWN_EXTENT | op & !OWN_OP, l.sectors, l.arrival_ns);
+            return (OWN_EXTENT | (op & !OWN_OP), l.sectors, l.arrival_ns);
         }
         let o = self.ops.get(op);
         (o.extent, o.sectors, o.queued_ns)

@@ -551,7 +551,7 @@ mod tests {
                 let before = q.merges();
                 // Both kinds of op id, their other bits overlapping.
                 let op = match next_op % 2 {
-                    0 => OWN_OP | next_op / 2,
+                    0 => OWN_OP | (next_op / 2),
                     _ => next_op / 2,
                 };
                 q.push(op, req, dev);
