@@ -7,7 +7,8 @@ fixed number of 4 KiB pages, as Parquet), then runs under /usr/bin/time -v:
 - the baseline, `reblock convert TRACE OUT.parquet`: one streaming read and write of the
   trace, the least any command that reads every request costs;
 - `reblock analyze TRACE --json`;
-- `reblock evaluate TRACE --policies vanilla,borg --json` (unless --no-evaluate).
+- `reblock evaluate TRACE --policies vanilla,borg --json` (unless --no-evaluate;
+  `--policies vanilla` measures the replays without BORG's planning).
 
 With `--compare OLD_BINARY`, analyze and evaluate also run with that build of reblock on
 the same trace in the same run (`old_analyze`, `old_evaluate`), and each new figure is
@@ -67,7 +68,7 @@ def run_size(n: int, args, work: Path) -> dict:
         runs[f"{prefix}analyze"] = [binary, "analyze", trace, "--json"]
         if not args.no_evaluate and n <= args.no_evaluate_above:
             runs[f"{prefix}evaluate"] = [binary, "evaluate", trace, "--policies",
-                                         "vanilla,borg", "--json"]
+                                         args.policies, "--json"]
     out = {}
     for name, argv in runs.items():
         print(f"scale_bench: {n} requests: {name}", file=sys.stderr)
@@ -116,6 +117,8 @@ def main() -> int:
     ap.add_argument("--reblock", default=str(HERE.parent / "target/release/reblock"))
     ap.add_argument("--workdir", help="where traces are written and kept (default: a temp dir)")
     ap.add_argument("--no-evaluate", action="store_true", help="measure analyze only")
+    ap.add_argument("--policies", default="vanilla,borg",
+                    help="the policies evaluate compares (default: vanilla,borg)")
     ap.add_argument("--no-evaluate-above", type=int, default=10**18, metavar="N",
                     help="skip evaluate for sizes above N requests")
     ap.add_argument("--compare", metavar="OLD_BINARY",

@@ -7,7 +7,7 @@ use reblock_eval::{
     evaluate_point, BoptAt, BoptSize, Choice, EvalConfig, Interval, PhaseKind, PolicyResult,
     Training,
 };
-use reblock_trace::{Op, Request};
+use reblock_trace::{Op, Request, RequestLog};
 
 const MS: u64 = 1_000_000;
 
@@ -469,4 +469,53 @@ fn reconfigurations_fall_after_the_first_day_that_repeats_the_one_before() {
     let b = geometry.phase_boundaries.unwrap();
     assert_eq!(b.rule, BoundaryRule::EqualTime);
     assert_eq!(b.points.len(), 3);
+}
+
+/// Every figure of an evaluation but its timing and memory.
+fn without_timing(v: serde_json::Value) -> serde_json::Value {
+    const TIMING: [&str; 6] = [
+        "cpu_s",
+        "wall_s",
+        "peak_rss_bytes",
+        "graph_bytes",
+        "planning_cpu_s",
+        "planning_peak_graph_bytes",
+    ];
+    match v {
+        serde_json::Value::Object(m) => m
+            .into_iter()
+            .filter(|(k, _)| !TIMING.contains(&k.as_str()))
+            .map(|(k, v)| (k, without_timing(v)))
+            .collect(),
+        serde_json::Value::Array(a) => a.into_iter().map(without_timing).collect(),
+        other => other,
+    }
+}
+
+/// A trace of several blocks of the request log, read back from the temporary file the
+/// log moved them to (phases, epochs and training ranges starting inside blocks and
+/// inside the file's read windows), evaluates exactly as from memory.
+#[test]
+fn a_log_moved_to_its_file_evaluates_as_the_log_in_memory() {
+    let pages = scattered(300, 5);
+    let reqs: Vec<Request> = (0..2 * RequestLog::BLOCK + 333)
+        .map(|i| read(i, pages[(i * 7) % 300], 2 * MS))
+        .collect();
+    let mut in_memory = RequestLog::spilling_at(0);
+    let mut on_disk = RequestLog::spilling_at(1);
+    for r in &reqs {
+        in_memory.push(*r);
+        on_disk.push(*r);
+    }
+    assert_eq!(in_memory.spilled_bytes(), 0);
+    assert!(on_disk.spilled_bytes() > on_disk.heap_bytes());
+    let mut cfg = config(&["vanilla", "borg"]);
+    cfg.speed = 168.0;
+    let eval = |log: &RequestLog| {
+        let (res, _) = evaluate_point(log, &cfg, "test", &mut |_, _, _| {}).unwrap();
+        without_timing(serde_json::to_value(res).unwrap())
+    };
+    let (a, b) = (eval(&in_memory), eval(&on_disk));
+    assert_eq!(a, b);
+    assert!(a["borg"]["reconfigurations"].as_u64().unwrap() > 0, "{a}");
 }

@@ -14,7 +14,7 @@ use slab::Slab;
 use crate::error::SimError;
 use crate::mapper::{Identity, Mapper};
 use crate::metrics::{Metrics, Phase, Report, Window};
-use crate::scheduler::{Queue, Queued, SchedulerKind, NO_OP};
+use crate::scheduler::{Queue, Queued, SchedulerKind, NO_OP, OWN_OP};
 use crate::source::{Source, Submission};
 
 /// When requests arrive.
@@ -50,6 +50,9 @@ impl Default for Config {
     }
 }
 
+/// [`Logical::number`] of a request whose number is kept in [`Replay::far_numbers`].
+const FAR_NUMBER: u32 = u32::MAX;
+
 /// One logical request, completed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Completion {
@@ -84,19 +87,22 @@ impl Observer for () {
 }
 
 /// One logical request, from its arrival to its completion. Only what its completion
-/// reports is kept (56 bytes; what its service adds is in [`Started`] from its first
-/// I/O on): an open-loop replay of a fast trace holds a whole phase of these at once
-/// (docs/scale.md).
+/// reports is kept (32 bytes; what its service adds is in [`Started`] from its first
+/// I/O on; its trace device is an index into [`Replay::devices`], its number is kept
+/// from the first one's, its window is found from its arrival or, for windows of a
+/// count of requests, kept beside it): an open-loop replay of a fast trace holds a
+/// whole phase of these at once (docs/scale.md).
 struct Logical {
-    number: u64,
+    /// Its number minus [`Replay::first_number`], or [`FAR_NUMBER`] when that does not
+    /// fit (the number is then in [`Replay::far_numbers`]).
+    number: u32,
     arrival_ns: u64,
     /// Where it is served (after `--wrap`).
-    req: DevRequest,
-    /// The trace's device number.
-    device: u32,
-    window: u32,
-    /// The group (trace device) serving it.
-    group: u32,
+    sector: u64,
+    sectors: u32,
+    write: bool,
+    /// The trace's device number, as its index in [`Replay::devices`].
+    device: u16,
     /// Its extents not finished yet; for a request served by one extent in one phase
     /// (no [`Extent`] of its own: see [`OWN_EXTENT`]), its member I/Os not done yet.
     left: u32,
@@ -133,6 +139,36 @@ struct Op {
     sectors: u32,
     /// When it joined its member's queue: the start of its per-device response time.
     queued_ns: u64,
+}
+
+/// Member I/Os by id: 16 bytes each (a slab's entry for one is 24) and the ids freed.
+#[derive(Default)]
+struct Ops {
+    ops: Vec<Op>,
+    free: Vec<u32>,
+}
+
+impl Ops {
+    fn insert(&mut self, op: Op) -> u32 {
+        match self.free.pop() {
+            Some(id) => {
+                self.ops[id as usize] = op;
+                id
+            }
+            None => {
+                self.ops.push(op);
+                u32::try_from(self.ops.len() - 1).expect("fewer than 2^32 member I/Os queued")
+            }
+        }
+    }
+
+    fn get(&self, id: u32) -> &Op {
+        &self.ops[id as usize]
+    }
+
+    fn remove(&mut self, id: u32) {
+        self.free.push(id);
+    }
 }
 
 struct InService {
@@ -207,10 +243,20 @@ pub struct Replay {
     mapper: Box<dyn Mapper>,
     config: Config,
     logical: Slab<Logical>,
+    /// The trace device numbers of the logical requests so far ([`Logical::device`]).
+    devices: Vec<u32>,
+    /// The index in `devices` of each device number.
+    device_index: rustc_hash::FxHashMap<u32, u16>,
+    /// The number of the first request admitted: [`Logical::number`] counts from it.
+    first_number: Option<u64>,
+    /// The numbers too far from the first one for [`Logical::number`], by logical id.
+    far_numbers: rustc_hash::FxHashMap<u32, u64>,
+    /// With windows of a count of requests: each logical request's window, by id.
+    counted_windows: rustc_hash::FxHashMap<u32, u32>,
     /// The logical requests in service, by id.
     started: rustc_hash::FxHashMap<u32, Started>,
     extents: Slab<Extent>,
-    ops: Slab<Op>,
+    ops: Ops,
     /// Device completions: (time, member, slot in the member's `in_service`).
     events: BinaryHeap<Reverse<(u64, usize, usize)>>,
     dirty: Vec<usize>,
@@ -259,9 +305,14 @@ impl Replay {
             metrics: Metrics::new(config.window),
             config,
             logical: Slab::new(),
+            devices: Vec::new(),
+            device_index: Default::default(),
+            first_number: None,
+            far_numbers: Default::default(),
+            counted_windows: Default::default(),
             started: Default::default(),
             extents: Slab::new(),
-            ops: Slab::new(),
+            ops: Ops::default(),
             events: BinaryHeap::new(),
             dirty: Vec::new(),
             ts0_ns: None,
@@ -498,22 +549,34 @@ impl Replay {
     ) -> Result<(), SimError> {
         let group = self.group_for(sub.device);
         let req = self.place(group, &sub)?;
+        let device = self.device_index_of(sub.device)?;
         let window = self.metrics.window_of(now_ns, self.admitted);
         self.admitted += 1;
+        let first = *self.first_number.get_or_insert(sub.number);
+        let number = (sub.number.checked_sub(first))
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|&n| n != FAR_NUMBER)
+            .unwrap_or(FAR_NUMBER);
         let lid = self.logical.insert(Logical {
-            number: sub.number,
+            number,
             arrival_ns: now_ns,
-            req,
-            device: sub.device,
-            window,
-            group: group as u32,
+            sector: req.sector,
+            sectors: req.sectors,
+            write: req.write,
+            device,
             left: 0,
             phase: sub.phase,
         });
         assert!(
-            lid < OWN_EXTENT as usize,
-            "more than 2^31 requests outstanding"
+            lid < (OWN_EXTENT - 1) as usize,
+            "more than 2^31 - 1 requests outstanding"
         );
+        if number == FAR_NUMBER {
+            self.far_numbers.insert(lid as u32, sub.number);
+        }
+        if let Some(Window::Requests { .. }) = self.config.window {
+            self.counted_windows.insert(lid as u32, window);
+        }
         let mut extents = std::mem::take(&mut self.scratch);
         extents.clear();
         if sub.physical {
@@ -549,6 +612,40 @@ impl Replay {
         Ok(())
     }
 
+    /// The index of trace device `device` in [`Replay::devices`], given on its first
+    /// request.
+    fn device_index_of(&mut self, device: u32) -> Result<u16, SimError> {
+        if let Some(&i) = self.device_index.get(&device) {
+            return Ok(i);
+        }
+        let i = u16::try_from(self.devices.len()).map_err(|_| {
+            SimError::Config(format!(
+                "the trace addresses more than {} devices",
+                u16::MAX
+            ))
+        })?;
+        self.devices.push(device);
+        self.device_index.insert(device, i);
+        Ok(i)
+    }
+
+    /// The window of logical request `lid` (what [`Metrics::window_of`] gave it).
+    fn window_of(&self, lid: usize) -> u32 {
+        match self.config.window {
+            None => 0,
+            Some(Window::Time { .. }) => (self.metrics).window_of(self.logical[lid].arrival_ns, 0),
+            Some(Window::Requests { .. }) => self.counted_windows[&(lid as u32)],
+        }
+    }
+
+    /// The group serving the trace device of index `device` in [`Replay::devices`].
+    fn group_of_index(&self, device: u16) -> usize {
+        if self.factory.is_none() {
+            return 0;
+        }
+        self.group_of[&self.devices[usize::from(device)]]
+    }
+
     /// Queues the member I/Os of the extent's current phase; an extent with no phase left
     /// is finished.
     fn start_phase(
@@ -577,13 +674,25 @@ impl Replay {
 
     /// Queues member I/Os `ios` of extent `extent` (an [`Op::extent`]) on their members.
     fn queue_ios(&mut self, ios: Vec<MemberIo>, extent: u32, now_ns: u64) {
+        let alone = extent & OWN_EXTENT != 0 && ios.len() == 1;
         for io in ios {
             let (member, req) = self.route(io, now_ns);
-            let op = self.ops.insert(Op {
-                extent,
-                sectors: req.sectors,
-                queued_ns: now_ns,
-            }) as u32;
+            let lid = extent & !OWN_EXTENT;
+            // The usual request, one I/O as long as itself queued as it arrives, is its
+            // own op: no record of 16 bytes (see [`Replay::op_parts`]).
+            let own = alone && {
+                let l = &self.logical[lid as usize];
+                req.sectors == l.sectors && now_ns == l.arrival_ns
+            };
+            let op = if own {
+                OWN_OP | lid
+            } else {
+                self.ops.insert(Op {
+                    extent,
+                    sectors: req.sectors,
+                    queued_ns: now_ns,
+                })
+            };
             let m = &mut self.members[member];
             m.queue.push(op, req, m.dev.as_ref());
             self.mark_dirty(member);
@@ -635,29 +744,31 @@ impl Replay {
         now_ns: u64,
         observer: &mut dyn Observer,
     ) -> Result<(), SimError> {
+        let window = self.window_of(lid);
+        self.counted_windows.remove(&(lid as u32));
         let l = self.logical.remove(lid);
+        let number = match l.number {
+            FAR_NUMBER => self.far_numbers.remove(&(lid as u32)).expect("kept"),
+            n => self.first_number.expect("set on the first") + u64::from(n),
+        };
         let s = self.started.remove(&(lid as u32)).unwrap_or(Started {
             start_ns: now_ns,
             service_ns: 0,
             member: u32::MAX,
         });
         let response_ns = now_ns - l.arrival_ns;
-        self.metrics.record_response(
-            l.phase,
-            l.window,
-            l.group as usize,
-            l.req.write,
-            response_ns,
-        );
+        let group = self.group_of_index(l.device);
+        self.metrics
+            .record_response(l.phase, window, group, l.write, response_ns);
         self.last_completion_ns = self.last_completion_ns.max(now_ns);
         self.refill += 1;
         observer.on_completion(&Completion {
-            number: l.number,
+            number,
             phase: l.phase,
-            write: l.req.write,
-            sector: l.req.sector,
-            sectors: l.req.sectors,
-            trace_device: l.device,
+            write: l.write,
+            sector: l.sector,
+            sectors: l.sectors,
+            trace_device: self.devices[usize::from(l.device)],
             member: s.member,
             arrival_ns: l.arrival_ns,
             start_ns: s.start_ns.min(now_ns),
@@ -740,7 +851,7 @@ impl Replay {
         self.events.push(Reverse((done_ns, member, slot)));
         let mut op = io.first_op;
         let first = self.logical_of(op);
-        let (phase, window) = (self.logical[first].phase, self.logical[first].window);
+        let (phase, window) = (self.logical[first].phase, self.window_of(first));
         self.metrics
             .record_io(member, phase, window, &svc, non_sequential);
         while op != NO_OP {
@@ -757,7 +868,18 @@ impl Replay {
     }
 
     fn logical_of(&self, op: u32) -> usize {
-        self.logical_of_extent(self.ops[op as usize].extent)
+        self.logical_of_extent(self.op_parts(op).0)
+    }
+
+    /// The [`Op`] fields of op `op`: its extent, sectors and when it was queued (for an
+    /// [`OWN_OP`], its logical request's own).
+    fn op_parts(&self, op: u32) -> (u32, u32, u64) {
+        if op & OWN_OP != 0 {
+            let l = &self.logical[(op & !OWN_OP) as usize];
+            return (OWN_EXTENT | (op & !OWN_OP), l.sectors, l.arrival_ns);
+        }
+        let o = self.ops.get(op);
+        (o.extent, o.sectors, o.queued_ns)
     }
 
     /// The logical request of [`Op::extent`] `extent`.
@@ -785,34 +907,38 @@ impl Replay {
         while op != NO_OP {
             // Read the link before the op is freed: its id may be reused below.
             let next = self.members[member].queue.next_op(op);
-            let o = self.ops.remove(op as usize);
+            let (extent, sectors, queued_ns) = self.op_parts(op);
+            if op & OWN_OP == 0 {
+                self.ops.remove(op);
+            }
             let share_ns = if next == NO_OP {
                 left_ns
             } else {
-                done.total_ns * u64::from(o.sectors) / u64::from(done.io.req.sectors)
+                done.total_ns * u64::from(sectors) / u64::from(done.io.req.sectors)
             };
             left_ns -= share_ns;
-            let lid = self.logical_of_extent(o.extent);
+            let lid = self.logical_of_extent(extent);
             (self.started.get_mut(&(lid as u32)))
                 .expect("a request served is started")
                 .service_ns += share_ns;
+            let window = self.window_of(lid);
             let l = &mut self.logical[lid];
-            let (phase, window) = (l.phase, l.window);
+            let phase = l.phase;
             self.metrics.record_busy(phase, window, share_ns);
             self.metrics
-                .record_device_response(member, l.req.write, now_ns - o.queued_ns);
-            if o.extent & OWN_EXTENT != 0 {
+                .record_device_response(member, l.write, now_ns - queued_ns);
+            if extent & OWN_EXTENT != 0 {
                 // Its only extent's only phase: the request is done with its last I/O.
                 l.left -= 1;
                 if l.left == 0 {
                     self.finish_logical(lid, now_ns, observer)?;
                 }
             } else {
-                let ext = &mut self.extents[o.extent as usize];
+                let ext = &mut self.extents[extent as usize];
                 ext.left -= 1;
                 if ext.left == 0 {
                     ext.phase += 1;
-                    self.start_phase(o.extent as usize, now_ns, observer)?;
+                    self.start_phase(extent as usize, now_ns, observer)?;
                 }
             }
             op = next;
@@ -838,14 +964,56 @@ fn offset_members(phases: &mut reblock_device::Phases, first: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::IterSource;
 
     /// What one queued request costs is what an open-loop replay of a fast trace grows
     /// with (a whole phase waits at once): keep the records it takes small.
     #[test]
     fn a_queued_request_takes_few_bytes() {
         use std::mem::size_of;
-        assert!(size_of::<Logical>() <= 56, "{}", size_of::<Logical>());
+        assert!(size_of::<Logical>() <= 32, "{}", size_of::<Logical>());
         assert!(size_of::<Op>() <= 16, "{}", size_of::<Op>());
         assert!(size_of::<Queued>() <= 24, "{}", size_of::<Queued>());
+    }
+
+    /// A request's number is kept as its distance from the first one's when that fits
+    /// 32 bits: numbers before the first, far after it, and at the edges come back whole.
+    #[test]
+    fn completions_carry_every_number_exactly() {
+        struct Numbers(Vec<u64>);
+        impl Observer for Numbers {
+            fn on_completion(&mut self, c: &Completion) -> Result<(), SimError> {
+                self.0.push(c.number);
+                Ok(())
+            }
+        }
+        let numbers = [
+            1u64 << 40,
+            0,
+            (1 << 40) + u64::from(u32::MAX) - 1,
+            (1 << 40) + u64::from(u32::MAX),
+            u64::MAX,
+            (1 << 40) + 7,
+        ];
+        let subs = numbers.iter().enumerate().map(|(i, &number)| Submission {
+            number,
+            ts_ns: i as u64,
+            req: DevRequest {
+                sector: 8 * 1000 * i as u64,
+                sectors: 8,
+                write: false,
+            },
+            device: 0,
+            phase: Phase::Normal,
+            physical: false,
+        });
+        let built = reblock_device::parse_spec("hdd:wd2500aaks").unwrap();
+        let replay = Replay::new(built.array, built.members, Config::default()).unwrap();
+        let mut seen = Numbers(Vec::new());
+        replay.run(&mut IterSource(subs), &mut seen).unwrap();
+        seen.0.sort_unstable();
+        let mut want = numbers.to_vec();
+        want.sort_unstable();
+        assert_eq!(seen.0, want);
     }
 }

@@ -8,17 +8,26 @@
 //! that changed, as LEB128 varints of their differences: about 8 to 12 bytes a request.
 //! Every block of [`RequestLog::BLOCK`] requests starts from a fresh state, so reading
 //! from request `i` decodes at most one block's worth before it.
+//!
+//! Even encoded, 2·10^7 requests are about 190 MB, as much as a replay's whole queue: a
+//! log that outgrows [`RequestLog::SPILL_BYTES`] moves its whole blocks to an unnamed
+//! temporary file (in `TMPDIR`) and reads them back through a small window, so its
+//! memory stays bounded whatever the trace's length (docs/scale.md).
 
 use std::borrow::{Borrow, Cow};
+use std::fs::File;
+use std::io;
 use std::ops::{Bound, RangeBounds};
+use std::sync::Arc;
 
 use crate::request::{CommandId, Op, Request};
 
 /// Requests in arrival order, encoded (see the module comment).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct RequestLog {
+    /// The encoded requests not spilled: bytes `spilled()..` of the log.
     bytes: Vec<u8>,
-    /// Byte offset of each block's first request.
+    /// Byte offset in the log of each block's first request.
     blocks: Vec<usize>,
     len: usize,
     /// The encoder's state after the last request pushed.
@@ -26,6 +35,27 @@ pub struct RequestLog {
     /// The device of every request pushed, when they all address one.
     one_device: Option<u32>,
     mixed_devices: bool,
+    /// Where the log's first bytes are once it outgrew `spill_at`.
+    spill: Option<Spill>,
+    /// Bytes held in memory at which whole blocks move to the spill file (0: never).
+    spill_at: usize,
+    /// Why spilling stopped, if a file could not be made or written: the log then
+    /// keeps what is left in memory.
+    spill_failure: Option<Arc<io::Error>>,
+}
+
+/// The first `len` bytes of a log, in a file only logs cloned from it share (a log
+/// that appends to a shared file copies it first).
+#[derive(Clone, Debug)]
+struct Spill {
+    file: Arc<File>,
+    len: usize,
+}
+
+impl Default for RequestLog {
+    fn default() -> RequestLog {
+        RequestLog::spilling_at(RequestLog::SPILL_BYTES)
+    }
 }
 
 /// What a request is encoded against: the fields of the request before it in its block.
@@ -37,6 +67,20 @@ struct Previous {
     pid: Option<u32>,
     command: CommandId,
     device: u32,
+}
+
+impl Previous {
+    /// The state a request leaves for the next one.
+    fn after(r: &Request) -> Previous {
+        Previous {
+            ts_ns: r.ts_ns,
+            end_sector: r.sector.wrapping_add(u64::from(r.sectors)),
+            sectors: r.sectors,
+            pid: r.pid,
+            command: r.command,
+            device: r.device,
+        }
+    }
 }
 
 const WRITE: u8 = 1;
@@ -52,8 +96,72 @@ impl RequestLog {
     /// Requests per block: reading from an index decodes at most this many before it.
     pub const BLOCK: usize = 4096;
 
+    /// Encoded bytes a log holds in memory before it moves them to a file: a trace of
+    /// up to about 400,000 requests is never written out.
+    pub const SPILL_BYTES: usize = 4 << 20;
+
     pub fn new() -> RequestLog {
         RequestLog::default()
+    }
+
+    /// An empty log that moves its blocks to a temporary file whenever `bytes` of them
+    /// are in memory (0: never).
+    pub fn spilling_at(bytes: usize) -> RequestLog {
+        RequestLog {
+            bytes: Vec::new(),
+            blocks: Vec::new(),
+            len: 0,
+            last: Previous::default(),
+            one_device: None,
+            mixed_devices: false,
+            spill: None,
+            spill_at: bytes,
+            spill_failure: None,
+        }
+    }
+
+    /// Bytes of the log in its temporary file.
+    pub fn spilled_bytes(&self) -> usize {
+        self.spill.as_ref().map_or(0, |s| s.len)
+    }
+
+    /// Why the log stopped moving its blocks to a file (it holds the rest in memory).
+    pub fn spill_failure(&self) -> Option<&io::Error> {
+        self.spill_failure.as_deref()
+    }
+
+    /// The log's encoded length in bytes, in the file and in memory.
+    fn total_bytes(&self) -> usize {
+        self.spilled_bytes() + self.bytes.len()
+    }
+
+    /// Moves the bytes in memory (whole blocks) to the end of the spill file; on an
+    /// error, keeps them and stops spilling.
+    fn spill_blocks(&mut self) {
+        if let Err(e) = self.try_spill() {
+            self.spill_at = 0;
+            self.spill_failure = Some(Arc::new(e));
+        }
+    }
+
+    fn try_spill(&mut self) -> io::Result<()> {
+        let spill = match &mut self.spill {
+            Some(s) => s,
+            None => self.spill.insert(Spill {
+                file: Arc::new(tempfile::tempfile()?),
+                len: 0,
+            }),
+        };
+        if Arc::get_mut(&mut spill.file).is_none() {
+            // A clone reads this file: append to a copy of our part of it.
+            let copy = tempfile::tempfile()?;
+            copy_between(&spill.file, &copy, spill.len)?;
+            spill.file = Arc::new(copy);
+        }
+        write_at(&spill.file, &self.bytes, spill.len)?;
+        spill.len += self.bytes.len();
+        self.bytes.clear();
+        Ok(())
     }
 
     pub fn len(&self) -> usize {
@@ -77,7 +185,10 @@ impl RequestLog {
     /// Appends `r` after the requests already held.
     pub fn push(&mut self, r: Request) {
         if self.len.is_multiple_of(Self::BLOCK) {
-            self.blocks.push(self.bytes.len());
+            if self.spill_at > 0 && self.bytes.len() >= self.spill_at {
+                self.spill_blocks();
+            }
+            self.blocks.push(self.total_bytes());
             self.last = Previous::default();
         }
         match self.one_device {
@@ -110,14 +221,7 @@ impl RequestLog {
         if flags & NEW_DEVICE != 0 {
             put_varint(out, u64::from(r.device));
         }
-        self.last = Previous {
-            ts_ns: r.ts_ns,
-            end_sector: r.sector.wrapping_add(u64::from(r.sectors)),
-            sectors: r.sectors,
-            pid: r.pid,
-            command: r.command,
-            device: r.device,
-        };
+        self.last = Previous::after(&r);
         self.len += 1;
     }
 
@@ -149,9 +253,23 @@ impl RequestLog {
     /// Decodes from request `start` to `end` (exclusive).
     fn iter_between(&self, start: usize, end: usize) -> RequestIter<'_> {
         let block = start / Self::BLOCK;
+        // The end of the block holding the last request decoded bounds what a read of
+        // the spill file needs.
+        let last_block = end.max(start + 1).saturating_sub(1) / Self::BLOCK;
         let mut it = RequestIter {
-            bytes: &self.bytes,
-            pos: self.blocks.get(block).copied().unwrap_or(self.bytes.len()),
+            log: self,
+            window: Vec::new(),
+            window_at: 0,
+            pos: self
+                .blocks
+                .get(block)
+                .copied()
+                .unwrap_or(self.total_bytes()),
+            stop: self
+                .blocks
+                .get(last_block + 1)
+                .copied()
+                .unwrap_or(self.total_bytes()),
             index: block * Self::BLOCK,
             end,
             prev: Previous::default(),
@@ -334,26 +452,46 @@ impl<'a> IntoIterator for &'a RequestLog {
 /// Decodes a log's requests in order.
 #[derive(Clone, Debug)]
 pub struct RequestIter<'a> {
-    bytes: &'a [u8],
+    log: &'a RequestLog,
+    /// Bytes `window_at..` of the log read from its spill file.
+    window: Vec<u8>,
+    window_at: usize,
+    /// Byte offset in the log of the next request.
     pos: usize,
+    /// Where the blocks this iterator decodes end (how far a read of the file goes).
+    stop: usize,
     /// Index of the next request decoded.
     index: usize,
     end: usize,
     prev: Previous,
 }
 
+/// The most bytes one request takes: its flags and six varints of up to 10 bytes.
+const MAX_ENCODED: usize = 61;
+
+/// Bytes of a spill file read at once at most.
+const WINDOW_BYTES: usize = 256 << 10;
+
 impl RequestIter<'_> {
-    fn varint(&mut self) -> u64 {
-        let (mut v, mut shift) = (0u64, 0);
-        loop {
-            let b = self.bytes[self.pos];
-            self.pos += 1;
-            v |= u64::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                return v;
-            }
-            shift += 7;
+    /// The log's bytes from the next request on: at least one request's worth.
+    fn bytes(&mut self) -> &[u8] {
+        let spilled = self.log.spilled_bytes();
+        if self.pos >= spilled {
+            return &self.log.bytes[self.pos - spilled..];
         }
+        let held_end = self.window_at + self.window.len();
+        // Blocks never straddle the file's end, so a request inside it ends there.
+        if self.pos < self.window_at || (self.pos + MAX_ENCODED > held_end && held_end < spilled) {
+            let want = (self.stop.min(self.pos + WINDOW_BYTES)).max(self.pos + MAX_ENCODED);
+            let to = want.min(spilled);
+            let spill = self.log.spill.as_ref().expect("a spilled log has a file");
+            self.window.resize(to - self.pos, 0);
+            read_at(&spill.file, &mut self.window, self.pos).unwrap_or_else(|e| {
+                panic!("reading the request log back from its temporary file: {e}")
+            });
+            self.window_at = self.pos;
+        }
+        &self.window[self.pos - self.window_at..]
     }
 
     /// The next request of the log, whatever `end` says.
@@ -362,52 +500,98 @@ impl RequestIter<'_> {
             self.prev = Previous::default();
         }
         let p = self.prev;
-        let flags = self.bytes[self.pos];
-        self.pos += 1;
-        let ts_ns = p.ts_ns.wrapping_add(unzigzag(self.varint()));
-        let sector = match flags & SEQUENTIAL {
-            0 => p.end_sector.wrapping_add(unzigzag(self.varint())),
-            _ => p.end_sector,
-        };
-        let sectors = match flags & SAME_LENGTH {
-            0 => self.varint() as u32,
-            _ => p.sectors,
-        };
-        let pid = match flags & NEW_PID {
-            0 => p.pid,
-            _ => self.varint().checked_sub(1).map(|v| v as u32),
-        };
-        let command = match flags & NEW_COMMAND {
-            0 => p.command,
-            _ => self.varint() as CommandId,
-        };
-        let device = match flags & NEW_DEVICE {
-            0 => p.device,
-            _ => self.varint() as u32,
-        };
-        self.prev = Previous {
-            ts_ns,
-            end_sector: sector.wrapping_add(u64::from(sectors)),
-            sectors,
-            pid,
-            command,
-            device,
-        };
+        let (r, used) = decode_one(self.bytes(), &p);
+        self.pos += used;
+        self.prev = Previous::after(&r);
         self.index += 1;
-        Request {
-            ts_ns,
-            pid,
-            command,
-            device,
-            sector,
-            sectors,
-            op: if flags & WRITE != 0 {
-                Op::Write
-            } else {
-                Op::Read
-            },
-        }
+        r
     }
+}
+
+/// The request encoded at the start of `bytes` against `p`, and the bytes it took.
+fn decode_one(bytes: &[u8], p: &Previous) -> (Request, usize) {
+    let mut pos = 1;
+    let mut varint = || {
+        let (mut v, mut shift) = (0u64, 0);
+        loop {
+            let b = bytes[pos];
+            pos += 1;
+            v |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return v;
+            }
+            shift += 7;
+        }
+    };
+    let flags = bytes[0];
+    let ts_ns = p.ts_ns.wrapping_add(unzigzag(varint()));
+    let sector = match flags & SEQUENTIAL {
+        0 => p.end_sector.wrapping_add(unzigzag(varint())),
+        _ => p.end_sector,
+    };
+    let sectors = match flags & SAME_LENGTH {
+        0 => varint() as u32,
+        _ => p.sectors,
+    };
+    let pid = match flags & NEW_PID {
+        0 => p.pid,
+        _ => varint().checked_sub(1).map(|v| v as u32),
+    };
+    let command = match flags & NEW_COMMAND {
+        0 => p.command,
+        _ => varint() as CommandId,
+    };
+    let device = match flags & NEW_DEVICE {
+        0 => p.device,
+        _ => varint() as u32,
+    };
+    let op = if flags & WRITE != 0 {
+        Op::Write
+    } else {
+        Op::Read
+    };
+    #[rustfmt::skip]
+    let r = Request { ts_ns, pid, command, device, sector, sectors, op };
+    (r, pos)
+}
+
+#[cfg(unix)]
+fn write_at(file: &File, bytes: &[u8], at: usize) -> io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(file, bytes, at as u64)
+}
+
+#[cfg(unix)]
+fn read_at(file: &File, bytes: &mut [u8], at: usize) -> io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, bytes, at as u64)
+}
+
+#[cfg(not(unix))]
+fn write_at(_file: &File, _bytes: &[u8], _at: usize) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "a request log spills to a file only on Unix",
+    ))
+}
+
+#[cfg(not(unix))]
+fn read_at(_file: &File, _bytes: &mut [u8], _at: usize) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "a request log spills to a file only on Unix",
+    ))
+}
+
+/// Copies the first `len` bytes of `from` into `to`.
+fn copy_between(from: &File, to: &File, len: usize) -> io::Result<()> {
+    let mut buf = vec![0u8; WINDOW_BYTES];
+    let mut at = 0;
+    while at < len {
+        let n = (len - at).min(buf.len());
+        read_at(from, &mut buf[..n], at)?;
+        write_at(to, &buf[..n], at)?;
+        at += n;
+    }
+    Ok(())
 }
 
 impl Iterator for RequestIter<'_> {
@@ -526,5 +710,68 @@ mod tests {
             .map(|i| req(i * 100_000, Some(42), 0, (i / 3) * 1000 + (i % 3) * 8, 8))
             .collect();
         assert!(log.heap_bytes() < 100_000 * 8, "{} bytes", log.heap_bytes());
+    }
+
+    /// A log that moved its blocks to a file gives back what one held in memory does,
+    /// from any index: spans inside the file, inside memory, across the two, and
+    /// requests whose block starts in one window read and ends in the next.
+    #[test]
+    fn a_spilled_log_reads_back_as_the_log_in_memory() {
+        let reqs = awkward(9 * RequestLog::BLOCK + 123);
+        let whole: RequestLog = reqs.iter().collect();
+        let mut spilled = RequestLog::spilling_at(1000);
+        for r in &reqs {
+            spilled.push(*r);
+        }
+        assert!(spilled.spill_failure().is_none());
+        assert!(spilled.spilled_bytes() > 8 * whole.heap_bytes() / 10);
+        assert!(spilled.heap_bytes() < whole.heap_bytes() / 5);
+        assert_eq!(spilled.iter().collect::<Vec<_>>(), reqs);
+        let n = reqs.len();
+        for (a, b) in [
+            (0, 1),
+            (4095, 4097),
+            (5000, 5500),
+            (100, n),
+            (8 * 4096 + 7, n),
+            (n - 1, n),
+        ] {
+            let got: Vec<Request> = spilled.span().sub(a..b).iter().collect();
+            assert_eq!(got, reqs[a..b], "{a}..{b}");
+        }
+        for i in [0, 4096, 4097, 9000, n - 1] {
+            assert_eq!(spilled.get(i), reqs[i], "request {i}");
+        }
+        let chunks: Vec<Vec<Request>> = spilled
+            .span()
+            .chunks(500)
+            .map(|c| c.iter().collect())
+            .collect();
+        let want: Vec<Vec<Request>> = reqs.chunks(500).map(|c| c.to_vec()).collect();
+        assert_eq!(chunks, want);
+    }
+
+    /// A clone shares the file it was spilled to: what either appends afterwards is its
+    /// own.
+    #[test]
+    fn clones_of_a_spilled_log_grow_apart() {
+        let reqs = awkward(6 * RequestLog::BLOCK);
+        let mut a = RequestLog::spilling_at(1);
+        for r in &reqs[..3 * RequestLog::BLOCK] {
+            a.push(*r);
+        }
+        let mut b = a.clone();
+        for r in &reqs[3 * RequestLog::BLOCK..] {
+            a.push(*r);
+        }
+        let other = awkward(6 * RequestLog::BLOCK + 9);
+        for r in other.iter().rev().take(2 * RequestLog::BLOCK + 1) {
+            b.push(*r);
+        }
+        assert!(b.spilled_bytes() > 0);
+        assert_eq!(a.iter().collect::<Vec<_>>(), reqs);
+        let mut want_b = reqs[..3 * RequestLog::BLOCK].to_vec();
+        want_b.extend(other.iter().rev().take(2 * RequestLog::BLOCK + 1));
+        assert_eq!(b.iter().collect::<Vec<_>>(), want_b);
     }
 }

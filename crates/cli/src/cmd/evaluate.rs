@@ -171,7 +171,8 @@ pub fn run(args: Args) -> Result<()> {
         Sweep::parse(s)?;
     }
     let (mut reader, mut progress) = args.input.open_with_progress("reading")?;
-    // Held encoded (about a quarter of a `Request` each), never as a vector.
+    // Held encoded (about a quarter of a `Request` each), never as a vector; past
+    // 4 MiB the log moves to a temporary file and is read back in windows.
     let mut requests = reblock_trace::RequestLog::new();
     while let Some(r) = reader.next_request()? {
         requests.push(r);
@@ -181,6 +182,12 @@ pub fn run(args: Args) -> Result<()> {
     }
     progress.finish();
     report_bad_lines(&reader);
+    if let Some(e) = requests.spill_failure() {
+        eprintln!(
+            "reblock: warning: could not move the trace's requests to a temporary file \
+             ({e}); they stay in memory (set TMPDIR to a writable directory)"
+        );
+    }
     let origin = TraceOrigin {
         path: &args.input.trace,
         footer_sectors: reader.parquet_meta().and_then(|m| m.device_sectors),
