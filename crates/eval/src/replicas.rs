@@ -89,6 +89,9 @@ pub struct Replicated {
     buffered_at: u64,
     /// Replica pages written so far (each from the read of its original).
     pub written_pages: u64,
+    /// Replica writes cost no I/O and the replicas are readable at once: the guard's
+    /// twin ([`Replicated::judging_reads`]).
+    writes_free: bool,
 }
 
 impl Replicated {
@@ -105,6 +108,7 @@ impl Replicated {
             requests: 0,
             buffered_at: 0,
             written_pages: 0,
+            writes_free: false,
         }
     }
 
@@ -248,8 +252,25 @@ impl Replicated {
         }
     }
 
+    /// This layout as the guard's twin judges it: replica writes cost nothing and make
+    /// their replicas readable at once. The guard decides where reads go; writing the
+    /// replicas is the plan's making, weighed once by the admission that installed it
+    /// (or kept it). A twin that paid them looked slower than the plain layout while the
+    /// replicas were being written, the guard sent the reads home, and the writes went
+    /// on under it without ever being read from: on the development capture 36 of the
+    /// 40 epochs of the phase after the first plan's ran guarded.
+    pub fn judging_reads(mut self) -> Replicated {
+        self.writes_free = true;
+        self
+    }
+
     /// Writes the buffered replicas, consecutive pages as one request, in address order.
     fn write_buffered(&mut self, out: &mut Vec<DevRequest>) {
+        if self.writes_free {
+            self.set.mark_written(&self.buffered);
+            self.buffered.clear();
+            return;
+        }
         let geo = *self.base.geometry();
         let ps = geo.page.sectors();
         self.buffered.sort_unstable();
@@ -576,8 +597,8 @@ mod tests {
         assert_eq!(r.set.free_pages(), 120_200);
     }
 
-    #[test]
-    fn a_write_before_the_batch_is_written_drops_its_buffered_replica() {
+    /// [`layout`] with replicas of pages 900_000 and 900_001 reserved near page 100_050.
+    fn two_reserved() -> Replicated {
         let mut r = layout();
         let mut placement = Placement::empty("fs2", &Default::default());
         placement.replicas = vec![PlacedRange {
@@ -587,6 +608,12 @@ mod tests {
         }];
         r.reconfigure(&placement, &ScheduleOptions::default())
             .unwrap();
+        r
+    }
+
+    #[test]
+    fn a_write_before_the_batch_is_written_drops_its_buffered_replica() {
+        let mut r = two_reserved();
         // Read: both replicas wait in memory (the batch is not full).
         assert_eq!(serve(&mut r, &read(900_000).with_sectors(16), 0).len(), 1);
         assert_eq!(r.buffered.len(), 2);
@@ -612,6 +639,28 @@ mod tests {
         assert_eq!(r.dispatch(&home, &|c| c.sector.abs_diff(100_000 * 8)), home);
         assert_eq!(r.dispatch(&out[0], &|_| 0), out[0]);
         assert_eq!(serve(&mut r, &home, 100_000 * 8)[0].sector, out[0].sector);
+    }
+
+    #[test]
+    fn the_guards_twin_reads_replicas_at_once_and_pays_no_replica_writes() {
+        let mut r = two_reserved();
+        let both = read(900_000).with_sectors(16);
+        let mut twin = r.clone().judging_reads();
+        for l in [&mut r, &mut twin] {
+            assert_eq!(serve(l, &both, 0), vec![both]);
+        }
+        // The layout writes its batch of replicas; the twin writes nothing, and its
+        // replicas serve the next read by the hot area at once.
+        let (mut out, mut twin_out) = (Vec::new(), Vec::new());
+        r.write_buffered(&mut out);
+        twin.write_buffered(&mut twin_out);
+        assert_eq!(out.len(), 1);
+        assert!(out[0].write);
+        assert!(twin_out.is_empty(), "{twin_out:?}");
+        let replica = twin.set.replicas_of(900_000)[0].page;
+        assert_eq!(serve(&mut twin, &both, 100_000 * 8)[0].sector, replica * 8);
+        // The layout itself reads them only once the device has taken the write.
+        assert_eq!(serve(&mut r, &both, 100_000 * 8), vec![both]);
     }
 
     /// A data area of 50 million pages on the desktop drive, free pages 100_000..100_100
