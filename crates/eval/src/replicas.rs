@@ -65,6 +65,37 @@ pub enum ReadRouting {
     Dispatch,
 }
 
+/// How long read replica data waits in memory for more to write with it (the
+/// admission's trial picks it with the [`ReadRouting`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WriteBehind {
+    /// [`WRITE_BATCH_PAGES`] or [`WRITE_BEHIND_REQUESTS`]: a small hot set read in one
+    /// burst (an application start-up) is written before its next burst.
+    #[default]
+    Prompt,
+    /// [`GATHERED_BATCH_PAGES`] or [`GATHERED_BEHIND_REQUESTS`]: replicas of a large
+    /// working set read a few at a time between other reads (a development workload)
+    /// wait for their neighbours, so a batch is a few long writes instead of many short
+    /// ones.
+    Gathered,
+}
+
+impl WriteBehind {
+    /// (pages a batch is written at, requests after which it is written anyway).
+    fn limits(self) -> (usize, u64) {
+        match self {
+            WriteBehind::Prompt => (WRITE_BATCH_PAGES, WRITE_BEHIND_REQUESTS),
+            WriteBehind::Gathered => (GATHERED_BATCH_PAGES, GATHERED_BEHIND_REQUESTS),
+        }
+    }
+}
+
+/// [`WriteBehind::Gathered`]'s batch: 64 MiB of 4 KiB pages.
+const GATHERED_BATCH_PAGES: usize = 16384;
+
+/// [`WriteBehind::Gathered`]'s write-behind timer, in requests.
+const GATHERED_BEHIND_REQUESTS: u64 = 8192;
+
 /// Reads remembered for [`Replicated::arriving`]: a drive's read-ahead segments are
 /// about this many (16 on the desktop drive).
 const RECENT_READS: usize = 16;
@@ -84,6 +115,8 @@ pub struct Replicated {
     recent_ends: VecDeque<u64>,
     /// How arriving reads are queued (the admission's trial picks it).
     pub routing: ReadRouting,
+    /// How long replica data waits to be written (the admission's trial picks it).
+    pub write_behind: WriteBehind,
     /// Requests mapped, and the request that buffered the oldest page in `buffered`.
     requests: u64,
     buffered_at: u64,
@@ -105,6 +138,7 @@ impl Replicated {
             writing: FxHashSet::default(),
             recent_ends: VecDeque::new(),
             routing: ReadRouting::default(),
+            write_behind: WriteBehind::default(),
             requests: 0,
             buffered_at: 0,
             written_pages: 0,
@@ -148,8 +182,9 @@ impl Replicated {
             self.buffered.extend(taken);
         }
         self.requests += 1;
-        let due = self.requests - self.buffered_at >= WRITE_BEHIND_REQUESTS;
-        if self.buffered.len() >= WRITE_BATCH_PAGES || (due && !self.buffered.is_empty()) {
+        let (batch_pages, behind) = self.write_behind.limits();
+        let due = self.requests - self.buffered_at >= behind;
+        if self.buffered.len() >= batch_pages || (due && !self.buffered.is_empty()) {
             self.write_buffered(out);
         }
         hit
@@ -363,10 +398,12 @@ impl Replicated {
     }
 }
 
-/// Sets how `layout`'s replicas route arriving reads (other layouts have none).
-pub fn set_routing(layout: &mut Layout, routing: ReadRouting) {
+/// Sets how `layout`'s replicas route arriving reads and how long their data waits to
+/// be written (other layouts have none).
+pub fn set_routing(layout: &mut Layout, (routing, write_behind): (ReadRouting, WriteBehind)) {
     if let Layout::Replicated(r) = layout {
         r.routing = routing;
+        r.write_behind = write_behind;
     }
 }
 
@@ -661,6 +698,39 @@ mod tests {
         assert_eq!(serve(&mut twin, &both, 100_000 * 8)[0].sector, replica * 8);
         // The layout itself reads them only once the device has taken the write.
         assert_eq!(serve(&mut r, &both, 100_000 * 8), vec![both]);
+    }
+
+    #[test]
+    fn gathered_replica_data_waits_past_the_prompt_timer() {
+        let mut prompt = two_reserved();
+        let mut gathered = prompt.clone();
+        gathered.write_behind = WriteBehind::Gathered;
+        let both = read(900_000).with_sectors(16);
+        let writes = |r: &mut Replicated, requests: u64| {
+            let mut n = serve(r, &both, 0).iter().filter(|io| io.write).count();
+            for k in 1..requests {
+                n += serve(r, &read(500_000 + k), 0)
+                    .iter()
+                    .filter(|io| io.write)
+                    .count();
+            }
+            n
+        };
+        // Prompt: the two replicas are written once 64 requests have passed.
+        assert_eq!(writes(&mut prompt, WRITE_BEHIND_REQUESTS + 1), 1);
+        assert_eq!(prompt.written_pages, 2);
+        // Gathered: still in memory, waiting for neighbours, until its own timer.
+        assert_eq!(writes(&mut gathered, WRITE_BEHIND_REQUESTS + 1), 0);
+        assert_eq!(gathered.buffered.len(), 2);
+        let more = GATHERED_BEHIND_REQUESTS - WRITE_BEHIND_REQUESTS;
+        let mut n = 0;
+        for k in 0..more {
+            n += serve(&mut gathered, &read(600_000 + k), 0)
+                .iter()
+                .filter(|io| io.write)
+                .count();
+        }
+        assert_eq!((n, gathered.written_pages), (1, 2));
     }
 
     /// A data area of 50 million pages on the desktop drive, free pages 100_000..100_100
