@@ -62,7 +62,8 @@ pub fn trial_params(base: PlanParams, share: f64) -> PlanParams {
 /// The evidence a backtest gives before any plan is tried, as `evaluate` and `serve`
 /// both weigh it: the layout in place (`keep`) and the plain layout (`plain`) replayed
 /// on the `tail_len` requests of the backtest, scaled by `scale` to the next phase; the
-/// copies home cost; the `phases_left` and the backtest's `recurrence`
+/// copies home cost; what keeping owes once (`keep_copy_busy_s`: FS2 replicas reserved
+/// but unwritten, see [`Admission::keep_copy_busy_s`]); the `phases_left` and the backtest's `recurrence`
 /// ([`tail_recurrence`]), which set the horizon and the drift ([`Admission::horizon`],
 /// [`Admission::drift`]); the policy's `trust` ([`Admission::plan_trust`]). The plan
 /// candidate is still keeping; [`with_trial`] puts a plan's trial in.
@@ -70,7 +71,7 @@ pub(crate) fn unplanned(
     (keep, plain): (&Profile, &Profile),
     (tail_len, recurrence): (usize, f64),
     (scale, phases_left): (f64, f64),
-    (home_copy_busy_s, trust): (f64, f64),
+    (home_copy_busy_s, keep_copy_busy_s, trust): (f64, f64, f64),
 ) -> Admission {
     let (next_phase_share, per_phase) = Admission::drift(recurrence, scale);
     Admission {
@@ -80,6 +81,7 @@ pub(crate) fn unplanned(
         predicted_plain_busy_s: plain.busy_s * scale,
         plan_copy_busy_s: 0.0,
         home_copy_busy_s,
+        keep_copy_busy_s,
         horizon_phases: Admission::horizon(phases_left, per_phase),
         plan_saving_stderr_s: 0.0,
         plain_saving_stderr_s: paired_block_stderr_s(
@@ -187,7 +189,7 @@ impl AdmissionModel {
                 tail_recurrence(b.tail, b.history.iter().chain(b.before), page_sectors),
             ),
             (b.scale, ONLINE_PHASES_AHEAD as f64),
-            (self.copy_busy_s(&now, &home)?, 1.0),
+            (self.copy_busy_s(&now, &home)?, 0.0, 1.0),
         );
         let mut shares = Vec::new();
         for share in Admission::PLAN_SHARES {

@@ -65,6 +65,37 @@ pub enum ReadRouting {
     Dispatch,
 }
 
+/// How long read replica data waits in memory for more to write with it (the
+/// admission's trial picks it with the [`ReadRouting`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WriteBehind {
+    /// [`WRITE_BATCH_PAGES`] or [`WRITE_BEHIND_REQUESTS`]: a small hot set read in one
+    /// burst (an application start-up) is written before its next burst.
+    #[default]
+    Prompt,
+    /// [`GATHERED_BATCH_PAGES`] or [`GATHERED_BEHIND_REQUESTS`]: replicas of a large
+    /// working set read a few at a time between other reads (a development workload)
+    /// wait for their neighbours, so a batch is a few long writes instead of many short
+    /// ones.
+    Gathered,
+}
+
+impl WriteBehind {
+    /// (pages a batch is written at, requests after which it is written anyway).
+    fn limits(self) -> (usize, u64) {
+        match self {
+            WriteBehind::Prompt => (WRITE_BATCH_PAGES, WRITE_BEHIND_REQUESTS),
+            WriteBehind::Gathered => (GATHERED_BATCH_PAGES, GATHERED_BEHIND_REQUESTS),
+        }
+    }
+}
+
+/// [`WriteBehind::Gathered`]'s batch: 64 MiB of 4 KiB pages.
+const GATHERED_BATCH_PAGES: usize = 16384;
+
+/// [`WriteBehind::Gathered`]'s write-behind timer, in requests.
+const GATHERED_BEHIND_REQUESTS: u64 = 8192;
+
 /// Reads remembered for [`Replicated::arriving`]: a drive's read-ahead segments are
 /// about this many (16 on the desktop drive).
 const RECENT_READS: usize = 16;
@@ -84,11 +115,16 @@ pub struct Replicated {
     recent_ends: VecDeque<u64>,
     /// How arriving reads are queued (the admission's trial picks it).
     pub routing: ReadRouting,
+    /// How long replica data waits to be written (the admission's trial picks it).
+    pub write_behind: WriteBehind,
     /// Requests mapped, and the request that buffered the oldest page in `buffered`.
     requests: u64,
     buffered_at: u64,
     /// Replica pages written so far (each from the read of its original).
     pub written_pages: u64,
+    /// Replica writes cost no I/O and the replicas are readable at once: the guard's
+    /// twin ([`Replicated::judging_reads`]).
+    writes_free: bool,
 }
 
 impl Replicated {
@@ -102,9 +138,11 @@ impl Replicated {
             writing: FxHashSet::default(),
             recent_ends: VecDeque::new(),
             routing: ReadRouting::default(),
+            write_behind: WriteBehind::default(),
             requests: 0,
             buffered_at: 0,
             written_pages: 0,
+            writes_free: false,
         }
     }
 
@@ -144,8 +182,9 @@ impl Replicated {
             self.buffered.extend(taken);
         }
         self.requests += 1;
-        let due = self.requests - self.buffered_at >= WRITE_BEHIND_REQUESTS;
-        if self.buffered.len() >= WRITE_BATCH_PAGES || (due && !self.buffered.is_empty()) {
+        let (batch_pages, behind) = self.write_behind.limits();
+        let due = self.requests - self.buffered_at >= behind;
+        if self.buffered.len() >= batch_pages || (due && !self.buffered.is_empty()) {
             self.write_buffered(out);
         }
         hit
@@ -248,8 +287,25 @@ impl Replicated {
         }
     }
 
+    /// This layout as the guard's twin judges it: replica writes cost nothing and make
+    /// their replicas readable at once. The guard decides where reads go; writing the
+    /// replicas is the plan's making, weighed once by the admission that installed it
+    /// (or kept it). A twin that paid them looked slower than the plain layout while the
+    /// replicas were being written, the guard sent the reads home, and the writes went
+    /// on under it without ever being read from: on the development capture 36 of the
+    /// 40 epochs of the phase after the first plan's ran guarded.
+    pub fn judging_reads(mut self) -> Replicated {
+        self.writes_free = true;
+        self
+    }
+
     /// Writes the buffered replicas, consecutive pages as one request, in address order.
     fn write_buffered(&mut self, out: &mut Vec<DevRequest>) {
+        if self.writes_free {
+            self.set.mark_written(&self.buffered);
+            self.buffered.clear();
+            return;
+        }
         let geo = *self.base.geometry();
         let ps = geo.page.sectors();
         self.buffered.sort_unstable();
@@ -342,10 +398,12 @@ impl Replicated {
     }
 }
 
-/// Sets how `layout`'s replicas route arriving reads (other layouts have none).
-pub fn set_routing(layout: &mut Layout, routing: ReadRouting) {
+/// Sets how `layout`'s replicas route arriving reads and how long their data waits to
+/// be written (other layouts have none).
+pub fn set_routing(layout: &mut Layout, (routing, write_behind): (ReadRouting, WriteBehind)) {
     if let Layout::Replicated(r) = layout {
         r.routing = routing;
+        r.write_behind = write_behind;
     }
 }
 
@@ -576,8 +634,8 @@ mod tests {
         assert_eq!(r.set.free_pages(), 120_200);
     }
 
-    #[test]
-    fn a_write_before_the_batch_is_written_drops_its_buffered_replica() {
+    /// [`layout`] with replicas of pages 900_000 and 900_001 reserved near page 100_050.
+    fn two_reserved() -> Replicated {
         let mut r = layout();
         let mut placement = Placement::empty("fs2", &Default::default());
         placement.replicas = vec![PlacedRange {
@@ -587,6 +645,12 @@ mod tests {
         }];
         r.reconfigure(&placement, &ScheduleOptions::default())
             .unwrap();
+        r
+    }
+
+    #[test]
+    fn a_write_before_the_batch_is_written_drops_its_buffered_replica() {
+        let mut r = two_reserved();
         // Read: both replicas wait in memory (the batch is not full).
         assert_eq!(serve(&mut r, &read(900_000).with_sectors(16), 0).len(), 1);
         assert_eq!(r.buffered.len(), 2);
@@ -612,6 +676,61 @@ mod tests {
         assert_eq!(r.dispatch(&home, &|c| c.sector.abs_diff(100_000 * 8)), home);
         assert_eq!(r.dispatch(&out[0], &|_| 0), out[0]);
         assert_eq!(serve(&mut r, &home, 100_000 * 8)[0].sector, out[0].sector);
+    }
+
+    #[test]
+    fn the_guards_twin_reads_replicas_at_once_and_pays_no_replica_writes() {
+        let mut r = two_reserved();
+        let both = read(900_000).with_sectors(16);
+        let mut twin = r.clone().judging_reads();
+        for l in [&mut r, &mut twin] {
+            assert_eq!(serve(l, &both, 0), vec![both]);
+        }
+        // The layout writes its batch of replicas; the twin writes nothing, and its
+        // replicas serve the next read by the hot area at once.
+        let (mut out, mut twin_out) = (Vec::new(), Vec::new());
+        r.write_buffered(&mut out);
+        twin.write_buffered(&mut twin_out);
+        assert_eq!(out.len(), 1);
+        assert!(out[0].write);
+        assert!(twin_out.is_empty(), "{twin_out:?}");
+        let replica = twin.set.replicas_of(900_000)[0].page;
+        assert_eq!(serve(&mut twin, &both, 100_000 * 8)[0].sector, replica * 8);
+        // The layout itself reads them only once the device has taken the write.
+        assert_eq!(serve(&mut r, &both, 100_000 * 8), vec![both]);
+    }
+
+    #[test]
+    fn gathered_replica_data_waits_past_the_prompt_timer() {
+        let mut prompt = two_reserved();
+        let mut gathered = prompt.clone();
+        gathered.write_behind = WriteBehind::Gathered;
+        let both = read(900_000).with_sectors(16);
+        let writes = |r: &mut Replicated, requests: u64| {
+            let mut n = serve(r, &both, 0).iter().filter(|io| io.write).count();
+            for k in 1..requests {
+                n += serve(r, &read(500_000 + k), 0)
+                    .iter()
+                    .filter(|io| io.write)
+                    .count();
+            }
+            n
+        };
+        // Prompt: the two replicas are written once 64 requests have passed.
+        assert_eq!(writes(&mut prompt, WRITE_BEHIND_REQUESTS + 1), 1);
+        assert_eq!(prompt.written_pages, 2);
+        // Gathered: still in memory, waiting for neighbours, until its own timer.
+        assert_eq!(writes(&mut gathered, WRITE_BEHIND_REQUESTS + 1), 0);
+        assert_eq!(gathered.buffered.len(), 2);
+        let more = GATHERED_BEHIND_REQUESTS - WRITE_BEHIND_REQUESTS;
+        let mut n = 0;
+        for k in 0..more {
+            n += serve(&mut gathered, &read(600_000 + k), 0)
+                .iter()
+                .filter(|io| io.write)
+                .count();
+        }
+        assert_eq!((n, gathered.written_pages), (1, 2));
     }
 
     /// A data area of 50 million pages on the desktop drive, free pages 100_000..100_100

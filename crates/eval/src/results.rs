@@ -300,6 +300,7 @@ mod admission_tests {
             predicted_plain_busy_s: keep,
             plan_copy_busy_s: copy,
             home_copy_busy_s: 0.1,
+            keep_copy_busy_s: 0.0,
             horizon_phases: horizon,
             plan_saving_stderr_s: 0.0,
             plain_saving_stderr_s: 0.0,

@@ -28,6 +28,11 @@ pub struct Admission {
     pub predicted_plain_busy_s: f64,
     pub plan_copy_busy_s: f64,
     pub home_copy_busy_s: f64,
+    /// Busy seconds the layout in place still owes once before it serves as
+    /// `predicted_keep_busy_s` says: FS2 replicas reserved but not yet written. Paid
+    /// once, like a move's copies, not in every phase of the horizon.
+    #[serde(default)]
+    pub keep_copy_busy_s: f64,
     /// How many phases the chosen layout is expected to serve, later ones discounted
     /// ([`Admission::horizon`]): the predicted busy times are per phase, the copies are
     /// paid once.
@@ -224,6 +229,8 @@ impl Admission {
     /// is worse than the plain one is partly what going home brings anyway (UMass
     /// Financial1's device 4: keep 0.329 s, plain 0.320 s, hot's plan 0.292 s, 0.055 s of
     /// copies: 11% over keeping, counted 1.75 phases, admitted it, and it lost).
+    /// What keeping still owes once ([`Self::keep_copy_busy_s`]) is keeping's copy
+    /// cost: both totals are relative to it.
     fn relative_totals(&self) -> (f64, f64) {
         let keep1 = self.predicted_keep_busy_s;
         let unplanned = keep1.min(self.predicted_plain_busy_s);
@@ -249,14 +256,37 @@ impl Admission {
                 self.plan_saving_stderr_s,
                 self.plan_trust * self.next_phase_share,
                 unplanned,
-            ) + self.plan_copy_busy_s,
-            over_horizon(
-                self.predicted_plain_busy_s,
-                self.plain_saving_stderr_s,
-                1.0,
-                keep1,
-            ) + self.home_copy_busy_s,
+            ) + self.plan_copy_busy_s
+                - self.keep_copy_busy_s,
+            self.keeping_lost_s().unwrap_or_else(|| {
+                over_horizon(
+                    self.predicted_plain_busy_s,
+                    self.plain_saving_stderr_s,
+                    1.0,
+                    keep1,
+                )
+            }) + self.home_copy_busy_s
+                - self.keep_copy_busy_s,
         )
+    }
+
+    /// What going home gives up when keeping still owes its making
+    /// ([`Self::keep_copy_busy_s`] above 0) and then beats the plain layout by at least
+    /// [`Self::SIGNIFICANT_SAVING`]: the layout in place is then a move still being paid
+    /// for, and its saving over the plain layout (less its doubt, as far as it carries to
+    /// the next phase) counts over the horizon, as a plan's does. Counted one phase, as a
+    /// layout paid for long ago is, a layout with FS2 replicas half written at a boundary
+    /// went home whenever the writes left outweighed one phase's saving, although its
+    /// plan was admitted for that saving over several. None otherwise.
+    fn keeping_lost_s(&self) -> Option<f64> {
+        let keep1 = self.predicted_keep_busy_s;
+        let plain = self.predicted_plain_busy_s;
+        let owes = self.keep_copy_busy_s > 0.0;
+        if !owes || plain - keep1 < Self::SIGNIFICANT_SAVING * keep1 {
+            return None;
+        }
+        let saving = (plain - keep1 - Self::CONFIDENCE_Z * self.plain_saving_stderr_s).max(0.0);
+        Some(saving * self.next_phase_share * self.horizon_phases)
     }
 
     /// The plan's total relative to keeping the layout in place over the horizon
@@ -323,7 +353,7 @@ impl Admission {
         format!(
             "{what}: over {:.2} phases (the {} backtest requests repeated {:.0}% of their \
              pages, the next phase keeps {:.0}% of the saving) against keeping ({:.3} s a \
-             phase), the plan ({:.0}% of its pages, {:.0}% of its saving trusted) \
+             phase + {:.3} s owed once), the plan ({:.0}% of its pages, {:.0}% of its saving trusted) \
              {plan_vs_keep:+.3} s ({:.3} s busy ± {:.3} s + {:.3} s copies), home \
              {home_vs_keep:+.3} s ({:.3} s busy ± {:.3} s + {:.3} s copies)",
             self.horizon_phases,
@@ -331,6 +361,7 @@ impl Admission {
             self.recurrence * 100.0,
             self.next_phase_share * 100.0,
             self.predicted_keep_busy_s,
+            self.keep_copy_busy_s,
             self.plan_share * 100.0,
             self.plan_trust * 100.0,
             self.predicted_plan_busy_s,
@@ -355,6 +386,7 @@ mod tests {
             predicted_plain_busy_s: plain,
             plan_copy_busy_s: plan_copy,
             home_copy_busy_s: home_copy,
+            keep_copy_busy_s: 0.0,
             horizon_phases: 1.0,
             plan_saving_stderr_s: 0.0,
             plain_saving_stderr_s: 0.0,
@@ -390,6 +422,29 @@ mod tests {
         let d = a(5.0, 1.0, 7.0, 9.0, 0.0).decided();
         assert_eq!(d.choice, Choice::Plan);
         assert!(d.reason().contains("pays"), "{}", d.reason());
+    }
+
+    #[test]
+    fn what_keeping_owes_is_paid_once_not_every_phase() {
+        // FS2 replicas reserved but unwritten: the layout in place serves at 5 s a phase
+        // once they are written (plain: 7 s), writing them costs 4 s once. Over three
+        // phases keeping saves 6 s for those 4 s: kept.
+        let mut d = a(6.0, 9.0, 5.0, 7.0, 0.0);
+        d.horizon_phases = 3.0;
+        d.keep_copy_busy_s = 4.0;
+        assert_eq!(d.choose(), Choice::Keep, "{}", d.reason());
+        assert!(d.reason().contains("4.000 s owed once"), "{}", d.reason());
+        // Charged in every phase (5 + 4 s against 7 s), the same layout went home.
+        let mut every_phase = a(6.0, 9.0, 9.0, 7.0, 0.0);
+        every_phase.horizon_phases = 3.0;
+        assert_eq!(every_phase.choose(), Choice::Home);
+        // Owing more than the horizon's saving, it goes home.
+        d.keep_copy_busy_s = 7.0;
+        assert_eq!(d.choose(), Choice::Home);
+        // A plan that pays its own copies beats keeping's debt as well as keeping.
+        d.predicted_plan_busy_s = 4.0;
+        d.plan_copy_busy_s = 1.0;
+        assert_eq!(d.choose(), Choice::Plan);
     }
 
     #[test]
