@@ -20,6 +20,7 @@ pub mod online;
 pub mod options;
 pub mod plan_trace;
 pub mod planner;
+pub mod ranked;
 pub mod replay;
 pub mod replicas;
 pub mod results;

@@ -145,6 +145,25 @@ pub(crate) fn with_trial(
     }
 }
 
+/// [`Admission::best_part`] of a plan's parts, largest first, whose trials `tried`
+/// (each with whether it pairs with the others' requests, as for [`with_trial`]) were
+/// replayed on the same backtest and scaled by `scale`: the doubt between two parts is
+/// the standard error of their trials' difference over the horizon (0 when one does not
+/// pair). `evaluate` and `serve` both pick with it.
+pub(crate) fn best_part(
+    shares: &[Admission],
+    tried: &[(Profile, bool)],
+    scale: f64,
+) -> Option<usize> {
+    Admission::best_part(shares, |i, j| match (&tried[i], &tried[j]) {
+        ((a, true), (b, true)) => {
+            let per_phase = paired_block_stderr_s(&a.service_blocks_ns, &b.service_blocks_ns);
+            per_phase * scale * shares[i].horizon_phases
+        }
+        _ => 0.0,
+    })
+}
+
 impl AdmissionModel {
     /// `device`: a spec as `evaluate --device` takes it (e.g. `hdd:wd2500aaks`).
     pub fn new(device: &str) -> Result<AdmissionModel, EvalError> {
@@ -191,7 +210,7 @@ impl AdmissionModel {
             (b.scale, ONLINE_PHASES_AHEAD as f64),
             (self.copy_busy_s(&now, &home)?, 0.0, 1.0),
         );
-        let mut shares = Vec::new();
+        let (mut shares, mut trials) = (Vec::new(), Vec::new());
         for share in Admission::PLAN_SHARES {
             let mut tried = now.clone();
             tried.reconfigure(&trial.leading(share), &self.schedule)?;
@@ -203,8 +222,9 @@ impl AdmissionModel {
                 (share, copy_s),
                 true,
             ));
+            trials.push((tried, true));
         }
-        let best = Admission::best_share(&shares).unwrap_or(0);
+        let best = best_part(&shares, &trials, b.scale).unwrap_or(0);
         Ok(shares.get(best).copied().unwrap_or(keep_only).decided())
     }
 

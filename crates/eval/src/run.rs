@@ -27,6 +27,7 @@ use crate::layout::{share, CopyIo, Layout};
 use crate::learnt::{Learner, Learnt};
 use crate::online;
 use crate::planner::PlanCost;
+use crate::ranked::{PageWeights, PARTIAL_REQUEST_PAGES};
 use crate::replay::{self, Measured, Profile};
 use crate::replicas::{set_routing, ReadRouting, Replicated, WriteBehind};
 use crate::results::{Admission, Choice, PhaseKind, PhaseResult, PolicyResult};
@@ -490,7 +491,6 @@ impl<'a> Runner<'a> {
         let plain = self.vanilla_profile_of(tail)?;
         let kept = self.settle(layout.clone(), tail)?;
         let keep = kept.profile;
-        let early = early.unwrap_or_else(|| raw.clone());
         let mut home = placement.clone();
         home.ranges.clear();
         home.replicas.clear();
@@ -501,9 +501,13 @@ impl<'a> Runner<'a> {
             (scale, phases_left),
             (home.2, kept.making_s * scale, trust),
         );
-        let (shares, mut moved) =
-            self.share_admissions(layout, (&raw, &early), (tail, scale), (&keep_only, &keep))?;
-        let best = Admission::best_share(&shares).expect("at least the whole plan");
+        let (shares, mut moved, trials) = self.share_admissions(
+            layout,
+            (&raw, early.as_ref()),
+            (tail, scale),
+            (&keep_only, &keep),
+        )?;
+        let best = online::best_part(&shares, &trials, scale).expect("at least the whole plan");
         let plan = moved.swap_remove(best);
         let admission = shares[best];
         let (plan_s, plain_s, keep_s) = (
@@ -539,27 +543,37 @@ impl<'a> Runner<'a> {
         Ok((io, Some(cost), Some(admission), guard_first))
     }
 
-    /// Per-group admission: each leading share of the plan ([`Admission::PLAN_SHARES`])
-    /// judged by its own trial (that share of `early`, the plan made without `tail`) on
-    /// `tail` (scaled by `scale` to a phase), and paying its own copies (that share of
-    /// `raw`); the admissions and what each share's move leaves.
+    /// Per-group admission: the whole plan and its partial plans
+    /// ([`Self::partial_plans`]), each judged by its own trial (that part of `early`, the
+    /// plan made without `tail`) on `tail` (scaled by `scale` to a phase), and paying its
+    /// own copies (that part of `raw`); the admissions, what each one's move leaves, and
+    /// each trial (with whether it pairs with the layout in place's requests).
     #[allow(clippy::type_complexity)]
     fn share_admissions(
         &self,
         layout: &Layout,
-        (raw, early): (&Placement, &Placement),
+        (raw, early): (&Placement, Option<&Placement>),
         (tail, scale): (RequestSpan<'_>, f64),
         (keep_only, keep): (&Admission, &Profile),
-    ) -> Result<(Vec<Admission>, Vec<(Layout, CopyIo, f64)>), EvalError> {
-        let (mut shares, mut moved) = (Vec::new(), Vec::new());
-        for share in Admission::PLAN_SHARES {
+    ) -> Result<
+        (
+            Vec<Admission>,
+            Vec<(Layout, CopyIo, f64)>,
+            Vec<(Profile, bool)>,
+        ),
+        EvalError,
+    > {
+        let (mut shares, mut moved, mut trials) = (Vec::new(), Vec::new(), Vec::new());
+        let whole = raw.pages().max(1) as f64;
+        for (part, tried_part) in self.partial_plans((raw, early), tail) {
             let mut trial = layout.clone();
-            trial.reconfigure(&layout.stable(&early.leading(share)), &self.schedule)?;
+            trial.reconfigure(&layout.stable(&tried_part), &self.schedule)?;
             let tried = self.predict_plan(trial, tail)?;
-            let mut plan = self.moved_to(layout, &layout.stable(&raw.leading(share)))?;
+            let mut plan = self.moved_to(layout, &layout.stable(&part))?;
             if let Some(routing) = tried.routing {
                 set_routing(&mut plan.0, routing);
             }
+            let share = (part.pages() as f64 / whole).min(1.0);
             let a = online::with_trial(
                 keep_only,
                 (keep, &tried.profile, scale),
@@ -568,11 +582,45 @@ impl<'a> Runner<'a> {
             );
             shares.push(a);
             moved.push(plan);
-            if raw.space != TargetSpace::ReadCache {
-                break;
+            trials.push((tried.profile, tried.making_s <= 0.0));
+        }
+        Ok((shares, moved, trials))
+    }
+
+    /// The plans competing at a reconfiguration, each as (the part of `raw` placed, the
+    /// same part of `early` tried): the whole plan, then the pages that weigh at least
+    /// `1 / n` for each `n` of [`PARTIAL_REQUEST_PAGES`] ([`PageWeights`], from the
+    /// requests each plan was made from: the plan's up to the boundary, the trial's up to
+    /// `tail`), each only when it holds fewer pages than the one before and some at all.
+    fn partial_plans(
+        &self,
+        (raw, early): (&Placement, Option<&Placement>),
+        tail: RequestSpan<'_>,
+    ) -> Vec<(Placement, Placement)> {
+        let mut parts = vec![(raw.clone(), early.unwrap_or(raw).clone())];
+        if raw.space != TargetSpace::ReadCache || raw.ranges.is_empty() {
+            return parts;
+        }
+        let reqs = self.w.requests.span();
+        let end = tail.first_index() + tail.len();
+        let page = self.cfg.page_sectors;
+        let weights = PageWeights::of(raw, reqs.sub(..end).iter(), page);
+        let (early, tried) = match early {
+            None => (raw, weights.clone()),
+            Some(e) => (
+                e,
+                PageWeights::of(e, reqs.sub(..tail.first_index()).iter(), page),
+            ),
+        };
+        for n in PARTIAL_REQUEST_PAGES {
+            let floor = 1.0 / n as f64;
+            let part = weights.at_least(raw, floor);
+            let fewer = parts.last().is_some_and(|p| part.pages() < p.0.pages());
+            if fewer && part.pages() > 0 {
+                parts.push((part, tried.at_least(early, floor)));
             }
         }
-        Ok((shares, moved))
+        parts
     }
 
     /// The trial layout's profile on `tail` once in place, and the busy seconds putting
