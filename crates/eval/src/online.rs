@@ -217,9 +217,8 @@ impl AdmissionModel {
             let tried = shadow(tried)?;
             let leading = plan.leading(share);
             let full_s = self.copy_busy_s(&now, &leading)?;
-            // Carrying only takes reads away, so it never costs more than copying all;
-            // on a 5-day capture the split schedule once cost 146 s against 0.05 s whole
-            // (a plan nearly in place; not yet understood), so the whole bounds it.
+            // Carrying only takes reads away, so it never costs more than copying all:
+            // the split schedule (two sweeps) is bounded by the whole one.
             let copy_s = match &carried {
                 Some(pages) => full_s.min(self.carried_copy_busy_s(&now, &leading, pages)?),
                 None => full_s,
