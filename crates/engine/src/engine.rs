@@ -53,7 +53,7 @@ mod replica;
 mod resume;
 mod trim;
 
-pub use replica::ReplicaMarks;
+pub use replica::{HeadCost, ReplicaMarks};
 pub use resume::{reconfig_file_of, ResumeError};
 
 /// Engine knobs (the CLI's flags and TOML file fill them).
@@ -368,6 +368,8 @@ pub struct Engine {
     heat: Mutex<replica::Heat>,
     /// The data page where the last data-area I/O ended (the head's last position).
     head_page: AtomicU64,
+    /// What reaching a copy from there costs (FS2's read rule, engine/replica.rs).
+    head_cost: replica::HeadCost,
     replica_hits: AtomicU64,
     /// Checksums of the slots' pages (engine/checksum.rs).
     sums: checksum::SlotSums,
@@ -580,10 +582,17 @@ impl Engine {
             replicas: Mutex::new(replicas),
             heat: Mutex::default(),
             head_page: AtomicU64::new(0),
+            head_cost: replica::HeadCost::Pages,
             replica_hits: AtomicU64::new(0),
             sums: sums.sums,
         };
         Ok((engine, report))
+    }
+
+    /// How FS2's read rule rates a copy from the head's last position (by default the
+    /// distance in pages; `serve` sets its disk model's).
+    pub fn set_head_cost(&mut self, cost: replica::HeadCost) {
+        self.head_cost = cost;
     }
 
     pub fn layout(&self) -> &Layout {

@@ -483,7 +483,7 @@ impl Replanner {
         let model = o
             .guard_device
             .as_deref()
-            .map(AdmissionModel::new)
+            .map(|d| AdmissionModel::new(d).map(AdmissionModel::carrying))
             .transpose()
             .map_err(ReplanError::GuardDevice)?;
         let page_sectors = u64::from(engine.layout().page_bytes / 512);

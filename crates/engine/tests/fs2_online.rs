@@ -352,3 +352,64 @@ fn several_replicas_are_crash_safe_at_every_sync_point() {
         }
     }
 }
+
+/// `n` pages from page `p`, read as one request.
+fn read_run(e: &Engine, p: u64, n: u64) -> Vec<u8> {
+    let mut b = vec![0u8; (n * PAGE) as usize];
+    e.read_bytes(&mut b, p * PAGE).unwrap();
+    b
+}
+
+/// Has the policy's replicas of `pages` pages from `first` made near page `target`.
+fn replicate(e: &Engine, first: u64, pages: u64, target: u64) {
+    use reblock_plan::PlacedRange;
+    e.want_replicas(&[PlacedRange {
+        fs_page: first,
+        pages,
+        target,
+    }]);
+    ticks(e, 2 * pages as usize + 4);
+}
+
+/// FS2's read rule online is the simulator's (`closest_whole_copy`): a read is served
+/// whole, by the original or by replicas holding all of its pages one after another,
+/// whichever lies nearer the head; replicas of its pages in two places leave it at home,
+/// however near the head one of them lies.
+#[test]
+fn a_read_goes_whole_to_contiguous_replicas_near_the_head_and_home_otherwise() {
+    let e = two_hole_engine(formatted_store());
+    ticks(&e, 60);
+    replicate(&e, 10, 4, 180);
+    let run: Vec<u64> = (10..14).map(|p| replicas_of(&e, p)[0].0).collect();
+    assert!(
+        (160..200).contains(&run[0]) && run.windows(2).all(|w| w[1] == w[0] + 1),
+        "{run:?}"
+    );
+    replicate(&e, 30, 1, 190);
+    replicate(&e, 31, 1, 80);
+    let (r30, r31) = (replicas_of(&e, 30)[0].0, replicas_of(&e, 31)[0].0);
+    assert!(
+        (160..200).contains(&r30) && (60..100).contains(&r31),
+        "{r30} {r31}"
+    );
+    let want = |p: u64, n: u64| (p..p + n).flat_map(fill).collect::<Vec<u8>>();
+
+    // The head in the hole holding the run: the whole read from the replicas.
+    let hits = e.replica_hits();
+    read(&e, 199);
+    assert!(read_run(&e, 10, 4) == want(10, 4));
+    assert_eq!(e.replica_hits(), hits + 4);
+    // The head next to the originals: home.
+    read(&e, 9);
+    assert!(read_run(&e, 10, 4) == want(10, 4));
+    assert_eq!(e.replica_hits(), hits + 4);
+    // Pages 30 and 31 have replicas, but not side by side: home, even with the head
+    // right next to page 30's.
+    read(&e, r30 + 1);
+    assert!(read_run(&e, 30, 2) == want(30, 2));
+    assert_eq!(e.replica_hits(), hits + 4);
+    // Page 30 alone from there: its replica.
+    read(&e, r30 + 1);
+    assert!(read(&e, 30) == fill(30));
+    assert_eq!(e.replica_hits(), hits + 5);
+}

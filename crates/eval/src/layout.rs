@@ -267,20 +267,87 @@ fn reconfigure_bopt(
             placement.policy
         )));
     }
+    let (steps, diff_pages) = bopt_steps(ind, placement)?;
+    let mut io = execute(ind, &steps, opts)?;
+    io.diff_pages = diff_pages;
+    io.destage_pages -= diff_pages;
+    Ok(io)
+}
+
+/// The steps that turn `ind`'s map into `placement`'s (the plan diff, then the destage
+/// that empties the write buffer), and how many pages the diff alone copies.
+fn bopt_steps(ind: &Indirector, placement: &Placement) -> Result<(Vec<Step>, u64), EvalError> {
     let plan = to_layout_plan(placement);
     let rec = diff(&plan, ind, DiffOptions::default())
         .map_err(|e| EvalError::Setup(format!("plan of {}: {e}", placement.policy)))?;
     let mut steps = rec.steps;
     let diff_pages = steps_pages(&steps);
-    steps.extend(destage_all(ind, &steps)?);
-    let mut io = execute(ind, &steps, opts)?;
-    io.diff_pages = diff_pages;
-    io.destage_pages -= diff_pages;
     debug_assert_eq!(
         diff_pages * ind.geometry().page.bytes(),
         rec.stats.bytes_moved
     );
-    Ok(io)
+    steps.extend(destage_all(ind, &steps)?);
+    Ok((steps, diff_pages))
+}
+
+impl Layout {
+    /// The copy requests that turn the layout into `placement`'s when foreground reads
+    /// carry the incoming pages `carried` says yes to (piggybacking, as `serve`'s copier
+    /// does: such a page is written to its slot from data read anyway, so only its write
+    /// costs): the scheduled copies of every other step, then the carried pages' writes,
+    /// ascending. The layout itself is unchanged. A layout without a read cache carries
+    /// nothing: its whole copy I/O.
+    pub fn carried_copy_requests(
+        &self,
+        placement: &Placement,
+        opts: &ScheduleOptions,
+        carried: &dyn Fn(u64) -> bool,
+    ) -> Result<Vec<DevRequest>, EvalError> {
+        let Layout::Bopt(ind) = self else {
+            return Ok(self.clone().reconfigure(placement, opts)?.requests);
+        };
+        let (steps, _) = bopt_steps(ind, placement)?;
+        let (copied, written) = split_carried(&steps, carried);
+        let mut out: Vec<DevRequest> = CopySchedule::new(&copied, ind, *opts)
+            .requests()
+            .iter()
+            .map(dev_request)
+            .collect();
+        let writes = CopySchedule::new(&written, ind, *opts).requests();
+        out.extend(writes.iter().filter(|r| r.write).map(dev_request));
+        Ok(out)
+    }
+}
+
+/// `steps` split into those still copied (read and written) and the incoming pieces
+/// whose data-area pages `carried` says a foreground read brings (written only), each
+/// incoming step cut where `carried` changes along its pages.
+fn split_carried(steps: &[Step], carried: &dyn Fn(u64) -> bool) -> (Vec<Step>, Vec<Step>) {
+    let (mut copied, mut written) = (Vec::new(), Vec::new());
+    for step in steps {
+        let op = match step {
+            Step::Copy(op) if op.kind == CopyKind::Incoming && op.src.region == Region::Data => op,
+            _ => {
+                copied.push(*step);
+                continue;
+            }
+        };
+        let mut at = 0;
+        while at < op.pages() {
+            let is = carried(op.src.first + at);
+            let n = (at..op.pages())
+                .take_while(|&k| carried(op.src.first + k) == is)
+                .count() as u64;
+            let piece = Step::Copy(CopyOp {
+                src: PageRun::new(op.src.region, op.src.first + at, n),
+                dst: PageRun::new(op.dst.region, op.dst.first + at, n),
+                ..*op
+            });
+            if is { &mut written } else { &mut copied }.push(piece);
+            at += n;
+        }
+    }
+    (copied, written)
 }
 
 fn steps_pages(steps: &[Step]) -> u64 {
@@ -517,6 +584,29 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    #[test]
+    fn carried_pages_cost_only_their_writes() {
+        let l = Layout::empty("borg", geo(), ScheduleOptions::default()).unwrap();
+        let p = placement(TargetSpace::ReadCache, &[(10, 2, 0), (50, 1, 2)]);
+        let opts = ScheduleOptions::default();
+        let none = l.carried_copy_requests(&p, &opts, &|_| false).unwrap();
+        assert_eq!(none, l.clone().reconfigure(&p, &opts).unwrap().requests);
+        // Pages 11 and 50 carried: only page 10 is read, every slot still written.
+        let some = l
+            .carried_copy_requests(&p, &opts, &|page| page == 11 || page == 50)
+            .unwrap();
+        let g = geo();
+        let reads: Vec<_> = some.iter().filter(|r| !r.write).collect();
+        assert_eq!(reads.len(), 1, "{some:?}");
+        assert_eq!(reads[0].sector, g.data_sector(10 * 8));
+        assert_eq!(reads[0].sectors, 8);
+        let written: u32 = some.iter().filter(|r| r.write).map(|r| r.sectors).sum();
+        assert_eq!(written, 3 * 8, "{some:?}");
+        // Everything carried: no read at all.
+        let all = l.carried_copy_requests(&p, &opts, &|_| true).unwrap();
+        assert!(all.iter().all(|r| r.write), "{all:?}");
     }
 
     #[test]

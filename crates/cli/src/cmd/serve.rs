@@ -616,8 +616,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ..EngineOptions::default()
     };
     let store = emulated(&a, opened.store.clone())?;
-    let (engine, report) =
+    let (mut engine, report) =
         Engine::open(store, opts).map_err(|e| anyhow::anyhow!("{}: {e}", a.image.display()))?;
+    engine.set_head_cost(head_cost(&a)?);
     if report.unclean {
         eprintln!(
             "reblock: recovered after an unclean stop: {} map entries, all marked dirty",
@@ -657,6 +658,15 @@ fn default_region_bytes(a: &Args) -> Option<u64> {
     let create = a.create?;
     let fresh = std::fs::metadata(&a.image).map_or(true, |m| m.len() == 0);
     fresh.then(|| (create / 10).clamp(16 << 20, 2 << 30) >> 20 << 20)
+}
+
+/// How FS2 replica reads rate a copy from the head: the emulated disk's model, else the
+/// guard's, else the default guard model's.
+fn head_cost(a: &Args) -> anyhow::Result<reblock_engine::engine::HeadCost> {
+    let spec = (a.emulate.as_deref())
+        .or(a.guard_device.as_deref())
+        .unwrap_or(DEFAULT_GUARD_DEVICE);
+    reblock_engine::engine::HeadCost::of_device(spec).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// The backing store, wrapped in the disk emulation when --emulate is given.

@@ -14,7 +14,8 @@
 
 use super::{lock, Engine, StripeGuard};
 use crate::replicas::ReplicaEntry;
-use reblock_freespace::{MarkVerdict, Watermarks};
+use reblock_device::{geometry::Geometry as DiskGeometry, seek::SeekModel};
+use reblock_freespace::{closest_whole_copy, MarkVerdict, Watermarks};
 use reblock_layout::{CopyKind, PhysIo, Region, Step};
 use reblock_plan::PlacedRange;
 use std::collections::{HashMap, VecDeque};
@@ -29,6 +30,9 @@ const HEAT_PAGES: usize = 1 << 16;
 const HOT_SET: usize = 32;
 /// How far from the centre a free page may be taken for a replica.
 const SEARCH_PAGES: u64 = 1 << 16;
+/// Longest run of consecutive hot pages whose replicas are placed side by side in one go
+/// (a read is served whole by one copy, so the pages of one read need theirs in a row).
+const RUN_PAGES: u64 = 32;
 /// The most replicas one page gets (one near each hot area it is read from); the
 /// watermarks and a full table reclaim the least recently read.
 pub const REPLICAS_PER_ORIGINAL: usize = 4;
@@ -69,6 +73,59 @@ impl ReplicaMarks {
             critical_pages,
             unused_free_pages: unused,
             verdict: marks.verdict(unused, free_pages, data_pages),
+        }
+    }
+}
+
+/// What reaching a copy from the head's last known position costs, for FS2's read rule
+/// ([`closest_whole_copy`]). Positions are data-area pages; `serve`'s disk holds the data
+/// area from its first sector (docs/layout.md "Emulation"), so page `p` starts at sector
+/// `p` times the page's sectors.
+#[derive(Clone, Debug, Default)]
+pub enum HeadCost {
+    /// No device model: the distance in pages.
+    #[default]
+    Pages,
+    /// A disk model: the seek time between the cylinders the two pages lie on, and among
+    /// equal seeks (the same cylinder) the nearer page, by less than a nanosecond.
+    Seek {
+        geometry: Box<DiskGeometry>,
+        seek: Box<SeekModel>,
+    },
+    /// A device without a moving head (flash): every copy costs the same, so reads stay
+    /// with the original.
+    Flat,
+}
+
+impl HeadCost {
+    /// The cost model of a device spec as `evaluate --device` takes it: a disk model's
+    /// seek curve, a flash model's flat cost; an array's (several disks, no one head)
+    /// the distance in pages.
+    pub fn of_device(spec: &str) -> Result<HeadCost, reblock_device::SpecError> {
+        let built = reblock_device::parse_spec(spec)?;
+        let [one] = &built.members[..] else {
+            return Ok(HeadCost::Pages);
+        };
+        Ok(match one.as_hdd() {
+            Some(hdd) => HeadCost::Seek {
+                geometry: Box::new(hdd.geometry().clone()),
+                seek: Box::new(hdd.seek_model().clone()),
+            },
+            None => HeadCost::Flat,
+        })
+    }
+
+    /// The cost of reading a copy at data page `page` with the head at page `head`.
+    pub fn cost(&self, head: u64, page: u64, page_sectors: u64) -> f64 {
+        let pages = head.abs_diff(page) as f64;
+        match self {
+            HeadCost::Pages => pages,
+            HeadCost::Flat => 0.0,
+            HeadCost::Seek { geometry, seek } => {
+                let cylinder = |p: u64| geometry.locate(p * page_sectors).cylinder;
+                let d = cylinder(head).abs_diff(cylinder(page));
+                seek.seek_ns(d) + pages / (pages + 1.0)
+            }
         }
     }
 }
@@ -159,10 +216,12 @@ impl Engine {
         m.verdict
     }
 
-    /// Sends each page of a read served from home to whichever copy (original or replica)
-    /// lies closer to the head's last position, counts the heat of those pages, and
-    /// moves the head. Called with the gate held.
-    pub(super) fn route_to_replicas(&self, ios: &mut Vec<PhysIo>) {
+    /// Sends each data-area read served from home whole to one copy, by FS2's read rule
+    /// shared with the simulator ([`closest_whole_copy`]): the original, or replicas
+    /// holding every page of the read one after another in order, whichever
+    /// [`HeadCost`] rates cheapest from the head's last position, the original on a tie.
+    /// Counts the heat of the pages read and moves the head. Called with the gate held.
+    pub(super) fn route_to_replicas(&self, ios: &mut [PhysIo]) {
         let ps = self.geo.page.sectors();
         if !ios.iter().any(|io| io.region == Region::Data) {
             return;
@@ -170,44 +229,30 @@ impl Engine {
         let head = self.head_page.load(Relaxed);
         let mut table = lock(&self.replicas);
         let mut heat = lock(&self.heat);
-        let mut out = Vec::with_capacity(ios.len());
-        for io in ios.drain(..) {
-            if io.region != Region::Data {
-                out.push(io);
-                continue;
-            }
+        for io in ios.iter_mut().filter(|io| io.region == Region::Data) {
             let (first, end) = (
                 io.device_sector / ps,
                 (io.device_sector + io.sectors).div_ceil(ps),
             );
             heat.record(first, end);
             if table.is_empty() {
-                out.push(io);
                 continue;
             }
-            for page in first..end {
-                let a = (page * ps).max(io.device_sector);
-                let b = ((page + 1) * ps).min(io.device_sector + io.sectors);
-                let target = closest_copy(&table, page, head);
-                if target != page {
-                    table.touch(page, target, now_s());
-                    self.replica_hits.fetch_add(1, Relaxed);
-                }
-                push_merged(
-                    &mut out,
-                    PhysIo {
-                        device_sector: target * ps + (a - page * ps),
-                        sectors: b - a,
-                        buf_offset_sectors: io.buf_offset_sectors + (a - io.device_sector),
-                        ..io
-                    },
-                );
+            let copies = |p: u64| table.of_original(p).map(|e| e.replica);
+            let cost = |p: u64| self.head_cost.cost(head, p, ps);
+            let target = closest_whole_copy(first, end - first, copies, cost);
+            if target == first {
+                continue;
             }
+            for k in 0..end - first {
+                table.touch(first + k, target + k, now_s());
+            }
+            self.replica_hits.fetch_add(end - first, Relaxed);
+            io.device_sector = target * ps + (io.device_sector - first * ps);
         }
-        if let Some(last) = out.iter().rev().find(|io| io.region == Region::Data) {
+        if let Some(last) = ios.iter().rev().find(|io| io.region == Region::Data) {
             self.move_head(last);
         }
-        *ios = out;
     }
 
     /// The head's last known position: the end of the last data-area I/O.
@@ -376,7 +421,9 @@ impl Engine {
         if hot.is_empty() {
             return None;
         }
-        hot.sort_unstable_by(|a, b| b.cmp(a));
+        // Hottest first; among equals (the pages of one read) in page order, so that they
+        // are copied one after another and a read of them all can use the copies.
+        hot.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let mut centre: Vec<u64> = hot.iter().take(HOT_SET).map(|h| h.1).collect();
         centre.sort_unstable();
         let centre = centre[centre.len() / 2];
@@ -386,13 +433,36 @@ impl Engine {
         // The free-page search probes up to twice SEARCH_PAGES pages under the locks every
         // foreground read takes: skip it when no hot page could gain a copy anywhere.
         let wants = |p: u64| may_gain_copy(&t, p, centre, radius) && !t.is_replica(p);
-        if !hot.iter().any(|h| wants(h.1) && !free.is_free(h.1)) {
-            return None;
-        }
-        let replica = self.free_page_near(&free, &t, centre, None)?;
-        let original = hot.iter().map(|h| h.1).find(|&p| {
-            gains_copy_at(&t, p, centre, replica, radius) && !t.is_replica(p) && !free.is_free(p)
-        })?;
+        // FS2 keeps contiguous copies together (a read goes whole to one copy): the next
+        // page wanting a copy goes right after its predecessor's replica when it can.
+        let first = hot
+            .iter()
+            .map(|h| h.1)
+            .find(|&p| wants(p) && !free.is_free(p))?;
+        let after = (t.of_original(first.wrapping_sub(1)))
+            .map(|e| e.replica + 1)
+            .min_by_key(|r| r.abs_diff(centre));
+        // A run's first page starts where the whole run fits, when such room is near.
+        let mut hot_pages: Vec<u64> = hot.iter().map(|h| h.1).collect();
+        hot_pages.sort_unstable();
+        let run = (first..first + RUN_PAGES)
+            .take_while(|&p| hot_pages.binary_search(&p).is_ok() && wants(p) && !free.is_free(p))
+            .count() as u64;
+        let replica = match after {
+            None if run > 1 => self.free_pages_near(&free, &t, centre, None, run),
+            _ => None,
+        };
+        let replica = match replica {
+            Some(r) => r,
+            None => self.free_pages_near(&free, &t, centre, after, 1)?,
+        };
+        let original = std::iter::once(first)
+            .chain(hot.iter().map(|h| h.1))
+            .find(|&p| {
+                gains_copy_at(&t, p, centre, replica, radius)
+                    && !t.is_replica(p)
+                    && !free.is_free(p)
+            })?;
         make_room(&mut t);
         Some((original, replica))
     }
@@ -410,7 +480,7 @@ impl Engine {
                 continue;
             }
             let after = heat.last_wish_page.map(|p| p + 1);
-            let page = self.free_page_near(&free, &t, target, after)?;
+            let page = self.free_pages_near(&free, &t, target, after, 1)?;
             if !gains_copy_at(&t, original, target, page, radius) {
                 continue;
             }
@@ -421,37 +491,40 @@ impl Engine {
         None
     }
 
-    /// A durably free page no replica uses (now or on disk) within [`SEARCH_PAGES`] of
-    /// `centre`: `first_choice` when it is one and lies as near, else the nearest.
-    fn free_page_near(
+    /// The first of `run` durably free pages in a row that no replica uses (now or on
+    /// disk), within [`SEARCH_PAGES`] of `centre`: `first_choice` when it is one and lies
+    /// as near, else the nearest.
+    fn free_pages_near(
         &self,
         free: &crate::freemap::FreeMap,
         t: &crate::replicas::ReplicaTable,
         centre: u64,
         first_choice: Option<u64>,
+        run: u64,
     ) -> Option<u64> {
         let pages = self.data_pages();
         let usable = |r: u64| {
             r < pages && free.durably_free(r) && !t.is_replica(r) && !t.named_durably(r, r + 1)
         };
-        if let Some(p) = first_choice.filter(|&p| usable(p) && p.abs_diff(centre) <= SEARCH_PAGES) {
+        let fits = |r: u64| r.checked_add(run).is_some_and(|end| (r..end).all(usable));
+        if let Some(p) = first_choice.filter(|&p| fits(p) && p.abs_diff(centre) <= SEARCH_PAGES) {
             return Some(p);
         }
         (0..SEARCH_PAGES).find_map(|d| {
             [centre + d, centre.wrapping_sub(d)]
                 .into_iter()
-                .find(|&r| usable(r))
+                .find(|&r| fits(r))
         })
     }
 }
 
-/// Whichever copy of data page `page` (itself or a replica) lies closest to page `head`;
-/// the original among equals.
-fn closest_copy(t: &crate::replicas::ReplicaTable, page: u64, head: u64) -> u64 {
+/// Whichever copy of data page `page` (itself or a replica) lies closest to page `near`
+/// (a hot area's centre); the original among equals.
+fn closest_copy(t: &crate::replicas::ReplicaTable, page: u64, near: u64) -> u64 {
     t.of_original(page)
         .map(|e| e.replica)
         .fold(page, |best, r| {
-            if r.abs_diff(head) < best.abs_diff(head) {
+            if r.abs_diff(near) < best.abs_diff(near) {
                 r
             } else {
                 best
@@ -501,17 +574,25 @@ fn make_room(t: &mut crate::replicas::ReplicaTable) {
     }
 }
 
-/// Appends `io`, merged into the previous extent when it continues it on the device and
-/// in the buffer.
-fn push_merged(out: &mut Vec<PhysIo>, io: PhysIo) {
-    if let Some(last) = out.last_mut() {
-        if last.region == io.region
-            && last.device_sector + last.sectors == io.device_sector
-            && last.buf_offset_sectors + last.sectors == io.buf_offset_sectors
-        {
-            last.sectors += io.sectors;
-            return;
-        }
+#[cfg(test)]
+mod tests {
+    use super::HeadCost;
+
+    /// A disk model rates copies by the seek from the head's cylinder, the nearer page
+    /// first among copies on one cylinder; flash rates every copy the same.
+    #[test]
+    fn a_disk_rates_copies_by_seek_and_flash_alike() {
+        let disk = HeadCost::of_device("hdd:wd2500aaks").unwrap();
+        assert!(matches!(disk, HeadCost::Seek { .. }));
+        let head = 1_000_000;
+        let far = disk.cost(head, 30_000_000, 8);
+        let near = disk.cost(head, 1_200_000, 8);
+        let beside = disk.cost(head, head + 1, 8);
+        assert!(far > near && near > beside, "{far} {near} {beside}");
+        assert!(beside < 1.0, "same cylinder: no seek, {beside}");
+        assert!(disk.cost(head, head + 2, 8) > beside);
+        let flash = HeadCost::of_device("ssd:k9").unwrap();
+        assert_eq!(flash.cost(head, 30_000_000, 8), flash.cost(head, head, 8));
+        assert_eq!(HeadCost::Pages.cost(10, 4, 8), 6.0);
     }
-    out.push(io);
 }
