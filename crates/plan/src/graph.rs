@@ -10,6 +10,8 @@
 //! All processes' graphs live in one arena with compact `u32` ids so that memory grows with
 //! the distinct (process, extent) pairs and edges, not with the trace length.
 
+use std::borrow::Cow;
+
 use reblock_tally::Tally;
 use reblock_trace::{CommandId, Request};
 use rustc_hash::FxHashMap;
@@ -219,6 +221,15 @@ impl ProcessGraphs {
     }
     pub fn edge_count(&self) -> usize {
         self.edges.distinct()
+    }
+    /// Every edge as `(from << 32 | to, weight)`, sorted.
+    pub(crate) fn edge_counts(&self) -> Cow<'_, [(u64, u64)]> {
+        self.edges.counts()
+    }
+    /// [`ProcessGraphs::edge_counts`] of graphs not needed afterwards, their buffer taken
+    /// over and everything else given back.
+    pub(crate) fn into_edge_counts(self) -> Vec<(u64, u64)> {
+        self.edges.into_counts()
     }
 
     /// Weight of `from -> to` in the graph of process `key`; 0 when absent.

@@ -100,6 +100,13 @@ impl<K: Key, V: Count> Tally<K, V> {
         Cow::Owned(out)
     }
 
+    /// [`Tally::counts`] of a tally not needed afterwards: its sorted array is handed
+    /// over, every other buffer given back.
+    pub fn into_counts(mut self) -> Vec<(K, V)> {
+        self.merge_pending();
+        self.merged
+    }
+
     /// `key`'s value, if it was ever added.
     pub fn get(&self, key: K) -> Option<V> {
         let mut found = self
