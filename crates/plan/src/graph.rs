@@ -234,9 +234,11 @@ impl ProcessGraphs {
     }
 
     /// Folds the edges counted since the last merge into the sorted counts, so that
-    /// reading the edges (several times per master graph) does not sort them again.
+    /// reading the edges (several times per master graph) does not sort them again, and
+    /// gives back the buffers only adding uses: a learning state's graph is built while
+    /// the state is kept (up to half the counts' size again at 10^7 requests).
     pub fn merge_pending(&mut self) {
-        self.edges.merge_pending();
+        self.edges.shrink_to_fit();
     }
 
     pub fn options(&self) -> GraphOptions {
