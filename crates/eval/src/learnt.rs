@@ -108,7 +108,7 @@ impl Learner {
         assert!(upto >= self.to, "the learning state cannot unlearn");
         self.learn_to(reqs, upto);
         if last && !self.decayed {
-            return std::mem::replace(&mut self.state, Self::undecayed()).graph();
+            return std::mem::replace(&mut self.state, Self::undecayed()).into_graph();
         }
         self.state.graph()
     }

@@ -10,10 +10,14 @@
 //! All processes' graphs live in one arena with compact `u32` ids so that memory grows with
 //! the distinct (process, extent) pairs and edges, not with the trace length.
 
+use std::borrow::Cow;
+
+use hashbrown::HashTable;
 use reblock_tally::Tally;
 use reblock_trace::{CommandId, Request};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxBuildHasher, FxHashMap};
 use serde::{Deserialize, Serialize};
+use std::hash::BuildHasher;
 
 /// A run of 512-byte sectors, `[start_sector, start_sector + sectors)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -100,8 +104,10 @@ pub struct ProcessGraphs {
     process_ids: FxHashMap<ProcessKey, u32>,
     recent: Vec<Recent>,
     vertices: Vec<ProcessVertex>,
-    /// (process, start, sectors) -> vertex id.
-    vertex_ids: FxHashMap<(u32, u64, u32), u32>,
+    /// (process, start, sectors) -> vertex id, each key read from `vertices`: 4 bytes a
+    /// slot, where a map holding the keys takes 24 (at 2·10^7 requests, millions of
+    /// vertices; docs/scale.md).
+    vertex_ids: HashTable<u32>,
     /// Times `to` followed `from`, keyed by [`edge_key`]: counted by sorted batches rather
     /// than in a hash map, so recording an edge is a sequential write (see [`Tally`]).
     edges: Tally<u64, u64>,
@@ -134,7 +140,7 @@ impl ProcessGraphs {
     /// requests and [`ProcessGraphs::edge_weight`] read: for graphs about to be merged
     /// into a master graph and dropped (at 10^7 requests it is a hash map of millions).
     pub(crate) fn forget_vertex_index(&mut self) {
-        self.vertex_ids = FxHashMap::default();
+        self.vertex_ids = HashTable::new();
     }
 
     /// Adds one request to its process's graph. Zero-length requests carry no blocks and
@@ -152,24 +158,62 @@ impl ProcessGraphs {
         }
         self.requests += weight;
         let process = self.process_id(ProcessKey::of(r));
-        let next_id = self.vertices.len() as u32;
-        let id = *self
-            .vertex_ids
-            .entry((process, r.sector, r.sectors))
-            .or_insert(next_id);
-        if id == next_id {
-            self.vertices.push(ProcessVertex {
-                process,
-                extent: Extent::new(r.sector, r.sectors),
-                hits: 0,
-            });
-        }
+        let id = self.vertex_id(process, Extent::new(r.sector, r.sectors));
         self.vertices[id as usize].hits += weight;
         let recent = &mut self.recent[process as usize];
         for &from in &recent.ids {
             self.edges.add(edge_key(from, id), weight);
         }
         recent.push(id, self.options.lookahead);
+    }
+
+    /// The id of `extent`'s vertex in `process`'s graph, a new vertex without hits when
+    /// there is none yet.
+    fn vertex_id(&mut self, process: u32, extent: Extent) -> u32 {
+        let hash = vertex_hash(process, extent);
+        let vertices = &mut self.vertices;
+        let found = (self.vertex_ids).find(hash, |&id| {
+            is_vertex(&vertices[id as usize], process, extent)
+        });
+        if let Some(&id) = found {
+            return id;
+        }
+        let id = vertices.len() as u32;
+        vertices.push(ProcessVertex {
+            process,
+            extent,
+            hits: 0,
+        });
+        (self.vertex_ids).insert_unique(hash, id, |&id| hash_of(&vertices[id as usize]));
+        id
+    }
+
+    /// The id of `extent`'s vertex in `process`'s graph, if it has one.
+    fn find_vertex(&self, process: u32, extent: Extent) -> Option<u32> {
+        let hash = vertex_hash(process, extent);
+        let found = (self.vertex_ids).find(hash, |&id| {
+            is_vertex(&self.vertices[id as usize], process, extent)
+        });
+        found.copied()
+    }
+
+    /// Indexes every vertex; `false` when two are the same (process, extent).
+    fn index_vertices(&mut self) -> bool {
+        self.vertex_ids = HashTable::with_capacity(self.vertices.len());
+        let vertices = &self.vertices;
+        for (i, v) in vertices.iter().enumerate() {
+            let hash = hash_of(v);
+            if (self.vertex_ids)
+                .find(hash, |&id| {
+                    is_vertex(&vertices[id as usize], v.process, v.extent)
+                })
+                .is_some()
+            {
+                return false;
+            }
+            (self.vertex_ids).insert_unique(hash, i as u32, |&id| hash_of(&vertices[id as usize]));
+        }
+        true
     }
 
     fn process_id(&mut self, key: ProcessKey) -> u32 {
@@ -190,9 +234,11 @@ impl ProcessGraphs {
     }
 
     /// Folds the edges counted since the last merge into the sorted counts, so that
-    /// reading the edges (several times per master graph) does not sort them again.
+    /// reading the edges (several times per master graph) does not sort them again, and
+    /// gives back the buffers only adding uses: a learning state's graph is built while
+    /// the state is kept (up to half the counts' size again at 10^7 requests).
     pub fn merge_pending(&mut self) {
-        self.edges.merge_pending();
+        self.edges.shrink_to_fit();
     }
 
     pub fn options(&self) -> GraphOptions {
@@ -220,17 +266,22 @@ impl ProcessGraphs {
     pub fn edge_count(&self) -> usize {
         self.edges.distinct()
     }
+    /// Every edge as `(from << 32 | to, weight)`, sorted.
+    pub(crate) fn edge_counts(&self) -> Cow<'_, [(u64, u64)]> {
+        self.edges.counts()
+    }
+    /// [`ProcessGraphs::edge_counts`] of graphs not needed afterwards, their buffer taken
+    /// over and everything else given back.
+    pub(crate) fn into_edge_counts(self) -> Vec<(u64, u64)> {
+        self.edges.into_counts()
+    }
 
     /// Weight of `from -> to` in the graph of process `key`; 0 when absent.
     pub fn edge_weight(&self, key: ProcessKey, from: Extent, to: Extent) -> u64 {
         let Some(&p) = self.process_ids.get(&key) else {
             return 0;
         };
-        let id = |e: Extent| {
-            self.vertex_ids
-                .get(&(p, e.start_sector, e.sectors))
-                .copied()
-        };
+        let id = |e: Extent| self.find_vertex(p, e);
         match (id(from), id(to)) {
             (Some(a), Some(b)) => self.edges.get(edge_key(a, b)).unwrap_or(0),
             _ => 0,
@@ -260,14 +311,7 @@ impl ProcessGraphs {
             new_id[old as usize] = n as u32;
         }
         self.vertices = order.iter().map(|&i| self.vertices[i as usize]).collect();
-        self.vertex_ids = (self.vertices.iter().enumerate())
-            .map(|(i, v)| {
-                (
-                    (v.process, v.extent.start_sector, v.extent.sectors),
-                    i as u32,
-                )
-            })
-            .collect();
+        self.index_vertices();
         let mut edges = Tally::default();
         for (a, b, w) in self.edges() {
             let (a, b, w) = (new_id[a as usize], new_id[b as usize], scale(w));
@@ -306,14 +350,14 @@ impl ProcessGraphs {
             }
         }
         g.last_process = None;
-        for (i, v) in vertices.iter().enumerate() {
-            let key = (v.process, v.extent.start_sector, v.extent.sectors);
-            let fresh = g.vertex_ids.insert(key, i as u32).is_none();
-            if !fresh || v.process as usize >= g.processes.len() || v.extent.sectors == 0 {
-                return None;
-            }
+        let known = |v: &ProcessVertex| (v.process as usize) < g.processes.len();
+        if !vertices.iter().all(|v| known(v) && v.extent.sectors > 0) {
+            return None;
         }
         g.vertices = vertices;
+        if !g.index_vertices() {
+            return None;
+        }
         let n = g.vertices.len() as u32;
         for &(a, b, w) in edges {
             if a >= n || b >= n {
@@ -335,6 +379,18 @@ impl ProcessGraphs {
         }
         (w_in, w_out)
     }
+}
+
+fn vertex_hash(process: u32, extent: Extent) -> u64 {
+    FxBuildHasher.hash_one((process, extent.start_sector, extent.sectors))
+}
+
+fn hash_of(v: &ProcessVertex) -> u64 {
+    vertex_hash(v.process, v.extent)
+}
+
+fn is_vertex(v: &ProcessVertex, process: u32, extent: Extent) -> bool {
+    v.process == process && v.extent == extent
 }
 
 /// One `u64` per edge, ordered by source then target vertex id.
@@ -490,6 +546,22 @@ mod tests {
         let trace = random_trace(99, 150_000, 5000);
         let g = ProcessGraphs::build(trace.iter().copied(), GraphOptions::default());
         assert_eq!(actual(&g), plain(&trace, 1));
+    }
+
+    /// Parts read back are indexed again: a repeated vertex is refused, the others found.
+    #[test]
+    fn parts_are_indexed_and_a_repeated_vertex_refused() {
+        let (k, e) = (key(1, 1), Extent::new(0, 8));
+        let v = ProcessVertex {
+            process: 0,
+            extent: e,
+            hits: 1,
+        };
+        let parts = |vs: Vec<ProcessVertex>| {
+            ProcessGraphs::from_parts(GraphOptions::default(), vec![k], vs, &[(0, 0, 3)], 1)
+        };
+        assert!(parts(vec![v, v]).is_none());
+        assert_eq!(parts(vec![v]).unwrap().edge_weight(k, e, e), 3);
     }
 
     #[test]

@@ -88,7 +88,10 @@ fn groups_grown_by<'g>(
 
 fn heaviest_edge(g: &MasterGraph, v: VertexId) -> u64 {
     let out = g.out_edges(v).iter();
-    out.chain(g.in_edges(v)).map(|e| e.1).max().unwrap_or(0)
+    out.chain(g.in_edges(v))
+        .map(|e| u64::from(e.1))
+        .max()
+        .unwrap_or(0)
 }
 
 struct Run<'g> {
@@ -225,6 +228,7 @@ impl<'g> Run<'g> {
         let g = self.g;
         let edges = if left { g.in_edges(v) } else { g.out_edges(v) };
         for &(u, w) in edges {
+            let w = u64::from(w);
             if self.state[u as usize] != State::Unplaced {
                 continue;
             }

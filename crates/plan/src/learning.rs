@@ -109,7 +109,14 @@ impl LearningState {
     /// The master access graph of what was learnt, counts in requests (rounded), as the
     /// planners read it.
     pub fn graph(&self) -> MasterGraph {
-        MasterGraph::from_processes(&self.graphs).into_scaled_down(Self::UNIT)
+        MasterGraph::from_processes_scaled(&self.graphs, Self::UNIT)
+    }
+
+    /// [`LearningState::graph`] of a state not needed afterwards: built from its own
+    /// buffers, each given back as soon as it is read (see
+    /// [`MasterGraph::from_processes_into`]).
+    pub fn into_graph(self) -> MasterGraph {
+        MasterGraph::from_processes_into(self.graphs, Self::UNIT)
     }
 
     /// The master graph of what was learnt plus `more` requests of the current epoch,
@@ -118,7 +125,7 @@ impl LearningState {
     pub fn graph_with<R: Borrow<Request>>(&self, more: impl IntoIterator<Item = R>) -> MasterGraph {
         let mut s = self.clone();
         s.learn(more);
-        s.graph()
+        s.into_graph()
     }
 
     /// Distinct pages of `page_sectors` sectors that `graph` (this state's) covers.
@@ -331,18 +338,35 @@ mod tests {
         assert_eq!(g.edge_weight(1, 0), 1, "128 -> 64 kept");
     }
 
-    /// Divided in place (every count whole) or rebuilt (decayed fractions), the planners'
-    /// graph is the one `scaled_down` builds.
+    /// The planners' graph, built from the state or from its own buffers, is the graph
+    /// of the fixed-point counts with every count rounded to whole requests by hand:
+    /// vertices rounded to no hits dropped with their edges, the others renumbered.
     #[test]
-    fn scaling_in_place_equals_scaling_by_rebuilding() {
+    fn scaled_graphs_are_the_fixed_point_graph_rounded() {
         for decay in [1.0, 0.5, 0.3] {
             let mut s = LearningState::new(decay, 1 << 20).unwrap();
             s.learn(day(0));
             s.next_epoch();
             s.learn(day(24));
-            let g = MasterGraph::from_processes(&s.graphs);
-            let want = summary(&g.scaled_down(LearningState::UNIT));
-            assert_eq!(summary(&g.into_scaled_down(LearningState::UNIT)), want);
+            let fixed = MasterGraph::from_processes(&s.graphs);
+            let unit = LearningState::UNIT;
+            let round = |w: u64| (w + unit / 2) / unit;
+            let mut new_id = vec![None; fixed.len()];
+            let mut vertices = Vec::new();
+            for (i, v) in fixed.vertices().iter().enumerate() {
+                if round(v.hits) > 0 {
+                    new_id[i] = Some(vertices.len() as u32);
+                    vertices.push((v.extent.start_sector, v.extent.sectors, round(v.hits)));
+                }
+            }
+            let edges = fixed.edges().filter_map(|(a, b, w)| {
+                let (a, b) = (new_id[a as usize]?, new_id[b as usize]?);
+                (round(w) > 0).then_some((a, b, round(w)))
+            });
+            let want = (vertices, edges.collect());
+            assert_eq!(summary(&s.graph()), want, "decay {decay}");
+            assert_eq!(s.graph().requests(), round(s.graphs.requests()));
+            assert_eq!(summary(&s.clone().into_graph()), want, "decay {decay}");
         }
     }
 

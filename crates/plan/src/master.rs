@@ -32,81 +32,172 @@ pub struct Vertex {
 /// Vertex ids are indices into [`MasterGraph::vertices`], which is sorted by start sector.
 pub type VertexId = u32;
 
+/// An edge's weight in the planners' graph: requests, saturating at `u32::MAX` (no trace
+/// repeats one transition 4·10^9 times; a 64-bit weight would make every row half again
+/// as large: docs/scale.md).
+pub type EdgeWeight = u32;
+
 /// Directed, weighted graph with both adjacency directions in compressed rows.
 #[derive(Clone, Debug, Default)]
 pub struct MasterGraph {
     vertices: Vec<Vertex>,
     out_offsets: Vec<u32>,
-    out_edges: Vec<(VertexId, u64)>,
+    out_edges: Vec<(VertexId, EdgeWeight)>,
     in_offsets: Vec<u32>,
-    in_edges: Vec<(VertexId, u64)>,
+    in_edges: Vec<(VertexId, EdgeWeight)>,
     requests: u64,
     processes: usize,
+}
+
+/// Edges as `(from << 32 | to, weight)`: the layout of the process graphs' edge counts,
+/// so that a graph built from process graphs it may consume reuses their buffer.
+type PackedEdges = Vec<(u64, u64)>;
+
+fn pack(from: VertexId, to: VertexId) -> u64 {
+    (u64::from(from) << 32) | u64::from(to)
+}
+
+fn unpack(key: u64) -> (VertexId, VertexId) {
+    ((key >> 32) as VertexId, key as VertexId)
 }
 
 /// Builds the per-process graphs of a request stream (seed definition: lookahead 1) and
 /// merges them into the master graph.
 pub fn build_graphs(requests: impl IntoIterator<Item = Request>) -> MasterGraph {
-    let mut pg = ProcessGraphs::build(requests, GraphOptions::default());
-    pg.forget_vertex_index();
-    let (vertices, edges) = master_parts(&pg);
-    let (requests, processes) = (pg.requests(), pg.processes().len());
-    // The process graphs' edge counts go before the rows are built: at 10^7 training
-    // requests they are hundreds of megabytes, as large as the graph itself.
-    drop(pg);
-    MasterGraph {
-        requests,
-        processes,
-        ..MasterGraph::from_edges(vertices, edges)
+    let pg = ProcessGraphs::build(requests, GraphOptions::default());
+    MasterGraph::from_processes_into(pg, 1)
+}
+
+/// The master vertices (Algorithm 4, see the module comment), with for each process
+/// vertex the master ids of its first and last pieces, and the chain edges between the
+/// pieces of split process vertices.
+struct Pieces {
+    vertices: Vec<Vertex>,
+    /// Per process vertex: (master id of its first piece, master id of its last piece).
+    ends: Vec<(VertexId, VertexId)>,
+    chain: PackedEdges,
+}
+
+fn pieces_of(pg: &ProcessGraphs) -> Pieces {
+    let bounds = boundaries(pg);
+    let spans = piece_spans(pg, &bounds);
+    let (ids, vertices) = elementary_vertices(pg, &bounds, &spans);
+    drop(bounds);
+    let chain = chain_edges(pg, &spans, &ids);
+    let ends = (spans.iter())
+        .map(|&(first, end)| (ids[first as usize], ids[end as usize - 1]))
+        .collect();
+    Pieces {
+        vertices,
+        ends,
+        chain,
     }
 }
 
-/// The master vertices and the edges between them (Algorithm 4, see the module comment),
-/// duplicates not yet summed.
-#[allow(clippy::type_complexity)]
-fn master_parts(pg: &ProcessGraphs) -> (Vec<Vertex>, Vec<(VertexId, VertexId, u64)>) {
-    let bounds = boundaries(pg);
-    let pieces = piece_spans(pg, &bounds);
-    let (ids, vertices) = elementary_vertices(pg, &bounds, &pieces);
-    let mut edges = chain_edges(pg, &pieces, &ids);
-    edges.reserve(pg.edge_count());
-    for (a, b, w) in pg.edges() {
-        let src = ids[pieces[a as usize].1 as usize - 1];
-        let dst = ids[pieces[b as usize].0 as usize];
-        edges.push((src, dst, w));
+impl Pieces {
+    /// Process edge `from -> to` as the master edge it lands on: from the last piece of
+    /// `from` to the first piece of `to` (Algorithm 4 lines 7-8).
+    fn master_key(&self, process_key: u64) -> u64 {
+        let (a, b) = unpack(process_key);
+        pack(self.ends[a as usize].1, self.ends[b as usize].0)
     }
-    (vertices, edges)
 }
 
 impl MasterGraph {
     /// Merges process graphs with range splitting (see the module comment).
     pub fn from_processes(pg: &ProcessGraphs) -> MasterGraph {
-        let (vertices, edges) = master_parts(pg);
-        let mut g = MasterGraph::from_edges(vertices, edges);
-        g.requests = pg.requests();
-        g.processes = pg.processes().len();
+        Self::from_processes_scaled(pg, 1)
+    }
+
+    /// [`MasterGraph::from_processes`] with every count divided by `unit`, rounded to
+    /// the nearest (see [`MasterGraph::from_packed`]): a learning state's fixed-point
+    /// counts as the request counts planners expect.
+    pub fn from_processes_scaled(pg: &ProcessGraphs, unit: u64) -> MasterGraph {
+        let pieces = pieces_of(pg);
+        let mut edges = Vec::with_capacity(pg.edge_count() + pieces.chain.len());
+        edges.extend(
+            pg.edge_counts()
+                .iter()
+                .map(|&(k, w)| (pieces.master_key(k), w)),
+        );
+        Self::assemble(pieces, edges, (pg.requests(), pg.processes().len()), unit)
+    }
+
+    /// [`MasterGraph::from_processes_scaled`] of process graphs not needed afterwards:
+    /// their edge counts become the master edge list in place, and everything else they
+    /// hold is given back before the rows are built (at 10^7 training requests each is
+    /// hundreds of megabytes, as large as the graph itself).
+    pub fn from_processes_into(mut pg: ProcessGraphs, unit: u64) -> MasterGraph {
+        pg.forget_vertex_index();
+        let pieces = pieces_of(&pg);
+        let counts = (pg.requests(), pg.processes().len());
+        let mut edges = pg.into_edge_counts();
+        for e in &mut edges {
+            e.0 = pieces.master_key(e.0);
+        }
+        Self::assemble(pieces, edges, counts, unit)
+    }
+
+    /// The graph of `pieces` and the process edges moved onto them, with the process
+    /// graphs' (requests, processes).
+    fn assemble(
+        pieces: Pieces,
+        edges: PackedEdges,
+        (requests, processes): (u64, usize),
+        unit: u64,
+    ) -> MasterGraph {
+        let Pieces {
+            vertices, chain, ..
+        } = pieces;
+        let unit = unit.max(1);
+        let mut g = Self::from_packed(vertices, edges, &chain, unit);
+        g.requests = (requests + unit / 2) / unit;
+        g.processes = processes;
         g
     }
 
     /// A master graph given directly: vertices must be sorted by start and disjoint; edges
     /// as (from, to, weight), duplicates summed. Used for hand-made graphs (the seeds'
-    /// figures) and by [`MasterGraph::from_processes`].
-    pub fn from_edges(vertices: Vec<Vertex>, mut edges: Vec<(VertexId, VertexId, u64)>) -> Self {
+    /// figures).
+    pub fn from_edges(vertices: Vec<Vertex>, edges: Vec<(VertexId, VertexId, u64)>) -> Self {
+        let edges = edges.into_iter().map(|(a, b, w)| (pack(a, b), w)).collect();
+        Self::from_packed(vertices, edges, &[], 1)
+    }
+
+    /// The graph of `vertices` and `edges` plus `more` (duplicates summed), every count
+    /// then divided by `unit` rounded to the nearest; vertices and edges left at 0 are
+    /// dropped and vertex ids renumbered in order.
+    fn from_packed(
+        mut vertices: Vec<Vertex>,
+        mut edges: PackedEdges,
+        more: &[(u64, u64)],
+        unit: u64,
+    ) -> MasterGraph {
         debug_assert!(vertices
             .windows(2)
             .all(|w| w[0].extent.end_sector() <= w[1].extent.start_sector));
-        edges.retain(|e| e.2 > 0);
-        edges.sort_unstable_by_key(|e| (e.0, e.1));
+        edges.extend_from_slice(more);
+        edges.sort_unstable_by_key(|e| e.0);
         edges.dedup_by(|next, kept| {
-            let same = next.0 == kept.0 && next.1 == kept.1;
+            let same = next.0 == kept.0;
             if same {
-                kept.2 += next.2;
+                kept.1 += next.1;
             }
             same
         });
+        let unit = unit.max(1);
+        if unit > 1 {
+            scale_down(&mut vertices, &mut edges, unit);
+        }
+        edges.retain(|e| e.1 > 0);
         let n = vertices.len();
-        let (out_offsets, out_edges) = compress(n, edges.iter().map(|e| (e.0, e.1, e.2)));
-        // The triples go before the transposed rows are made from the rows: one copy of
+        let narrow = |w: u64| EdgeWeight::try_from(w).unwrap_or(EdgeWeight::MAX);
+        let rows = edges.iter().map(|&(k, w)| {
+            let (a, b) = unpack(k);
+            (a, b, narrow(w))
+        });
+        let (out_offsets, out_edges) = compress(n, rows);
+        // The list goes before the transposed rows are made from the rows: one copy of
         // the edges less at the peak. Read row by row, the rows give the same triples
         // in the same order.
         drop(edges);
@@ -150,12 +241,12 @@ impl MasterGraph {
         self.processes
     }
     /// `(to, weight)` of every edge leaving `v`, sorted by `to`.
-    pub fn out_edges(&self, v: VertexId) -> &[(VertexId, u64)] {
+    pub fn out_edges(&self, v: VertexId) -> &[(VertexId, EdgeWeight)] {
         let v = v as usize;
         &self.out_edges[self.out_offsets[v] as usize..self.out_offsets[v + 1] as usize]
     }
     /// `(from, weight)` of every edge entering `v`, sorted by `from`.
-    pub fn in_edges(&self, v: VertexId) -> &[(VertexId, u64)] {
+    pub fn in_edges(&self, v: VertexId) -> &[(VertexId, EdgeWeight)] {
         let v = v as usize;
         &self.in_edges[self.in_offsets[v] as usize..self.in_offsets[v + 1] as usize]
     }
@@ -163,18 +254,21 @@ impl MasterGraph {
     pub fn edge_weight(&self, from: VertexId, to: VertexId) -> u64 {
         let out = self.out_edges(from);
         match out.binary_search_by_key(&to, |e| e.0) {
-            Ok(i) => out[i].1,
+            Ok(i) => u64::from(out[i].1),
             Err(_) => 0,
         }
     }
     /// Every edge as (from, to, weight), sorted.
     pub fn edges(&self) -> impl Iterator<Item = (VertexId, VertexId, u64)> + '_ {
-        (0..self.len() as VertexId)
-            .flat_map(move |v| self.out_edges(v).iter().map(move |&(t, w)| (v, t, w)))
+        (0..self.len() as VertexId).flat_map(move |v| {
+            self.out_edges(v)
+                .iter()
+                .map(move |&(t, w)| (v, t, u64::from(w)))
+        })
     }
     /// The seeds' "connectedness": sum of incoming and outgoing edge weights.
     pub fn degree(&self, v: VertexId) -> u64 {
-        let sum = |es: &[(VertexId, u64)]| es.iter().map(|e| e.1).sum::<u64>();
+        let sum = |es: &[(VertexId, EdgeWeight)]| es.iter().map(|e| u64::from(e.1)).sum::<u64>();
         sum(self.out_edges(v)) + sum(self.in_edges(v))
     }
     /// Bytes this graph holds on the heap: it grows with vertices and edges only.
@@ -186,55 +280,6 @@ impl MasterGraph {
             + size_of_val(self.in_offsets.as_slice())
             + size_of_val(self.in_edges.as_slice())
     }
-    /// This graph with every count divided by `unit`, rounded to the nearest: the learning
-    /// state's fixed-point counts as the request counts planners expect. Vertices and edges
-    /// left at 0 are dropped (vertex ids are renumbered).
-    pub fn scaled_down(&self, unit: u64) -> MasterGraph {
-        let unit = unit.max(1);
-        let round = |w: u64| (w + unit / 2) / unit;
-        let mut new_id = vec![u32::MAX; self.len()];
-        let mut vertices = Vec::new();
-        for (i, v) in self.vertices.iter().enumerate() {
-            if round(v.hits) > 0 {
-                new_id[i] = vertices.len() as VertexId;
-                vertices.push(Vertex {
-                    hits: round(v.hits),
-                    ..*v
-                });
-            }
-        }
-        let edges = self
-            .edges()
-            .map(|(a, b, w)| (new_id[a as usize], new_id[b as usize], round(w)))
-            .filter(|e| e.0 != u32::MAX && e.1 != u32::MAX)
-            .collect();
-        let mut g = MasterGraph::from_edges(vertices, edges);
-        g.requests = round(self.requests);
-        g.processes = self.processes;
-        g
-    }
-
-    /// [`MasterGraph::scaled_down`] of a graph not needed as it is: when every count is a
-    /// non-zero multiple of `unit` (a learning state that never decayed), nothing is
-    /// dropped or renumbered, so the counts are divided in place instead of the graph
-    /// being built again.
-    pub fn into_scaled_down(mut self, unit: u64) -> MasterGraph {
-        let unit = unit.max(1);
-        let whole = |w: u64| w > 0 && w.is_multiple_of(unit);
-        let edges_whole = self.out_edges.iter().all(|e| whole(e.1));
-        if !(edges_whole && self.vertices.iter().all(|v| whole(v.hits))) {
-            return self.scaled_down(unit);
-        }
-        for v in &mut self.vertices {
-            v.hits /= unit;
-        }
-        for e in self.out_edges.iter_mut().chain(&mut self.in_edges) {
-            e.1 /= unit;
-        }
-        self.requests = (self.requests + unit / 2) / unit;
-        self
-    }
-
     /// The vertex holding `sector`, if any.
     pub fn vertex_at(&self, sector: u64) -> Option<VertexId> {
         let i = self
@@ -254,6 +299,9 @@ fn boundaries(pg: &ProcessGraphs) -> Vec<u64> {
     }
     b.sort_unstable();
     b.dedup();
+    // Process vertices share most of their ends: the list kept is a fraction of the one
+    // collected (2e6 of 11e6 at 2·10^7 synthetic requests).
+    b.shrink_to_fit();
     b
 }
 
@@ -308,11 +356,7 @@ fn elementary_vertices(
 
 /// Edges joining the pieces of split process vertices (Algorithm 4 line 9): piece `i` to
 /// piece `i + 1` with weight `max(incoming, outgoing)` of every vertex spanning both.
-fn chain_edges(
-    pg: &ProcessGraphs,
-    pieces: &[(u32, u32)],
-    ids: &[VertexId],
-) -> Vec<(VertexId, VertexId, u64)> {
+fn chain_edges(pg: &ProcessGraphs, pieces: &[(u32, u32)], ids: &[VertexId]) -> PackedEdges {
     let (w_in, w_out) = pg.in_out_weights();
     let mut chain = vec![0i64; ids.len() + 1];
     for (v, &(first, end)) in pieces.iter().enumerate() {
@@ -327,18 +371,45 @@ fn chain_edges(
     for i in 0..ids.len().saturating_sub(1) {
         w += chain[i];
         if w > 0 {
-            edges.push((ids[i], ids[i + 1], w as u64));
+            edges.push((pack(ids[i], ids[i + 1]), w as u64));
         }
     }
     edges
+}
+
+/// Divides every vertex's hits and every (summed, sorted) edge's weight by `unit`,
+/// rounded to the nearest; vertices left without hits are dropped with their edges and
+/// the others renumbered in order, which keeps the edges sorted.
+fn scale_down(vertices: &mut Vec<Vertex>, edges: &mut PackedEdges, unit: u64) {
+    let round = |w: u64| (w + unit / 2) / unit;
+    let mut new_id = vec![VertexId::MAX; vertices.len()];
+    let mut kept = 0;
+    for i in 0..vertices.len() {
+        let hits = round(vertices[i].hits);
+        if hits > 0 {
+            new_id[i] = kept as VertexId;
+            vertices[kept] = Vertex {
+                hits,
+                ..vertices[i]
+            };
+            kept += 1;
+        }
+    }
+    vertices.truncate(kept);
+    edges.retain_mut(|e| {
+        let (a, b) = unpack(e.0);
+        let (a, b) = (new_id[a as usize], new_id[b as usize]);
+        *e = (pack(a, b), round(e.1));
+        a != VertexId::MAX && b != VertexId::MAX
+    });
 }
 
 /// Compressed rows of `(row, col, weight)` triples already sorted by row then col, or
 /// sorted by row after a stable counting pass (for the transposed direction).
 fn compress(
     n: usize,
-    triples: impl Iterator<Item = (VertexId, VertexId, u64)> + Clone,
-) -> (Vec<u32>, Vec<(VertexId, u64)>) {
+    triples: impl Iterator<Item = (VertexId, VertexId, EdgeWeight)> + Clone,
+) -> (Vec<u32>, Vec<(VertexId, EdgeWeight)>) {
     let mut offsets = vec![0u32; n + 1];
     for (r, _, _) in triples.clone() {
         offsets[r as usize + 1] += 1;
@@ -384,16 +455,33 @@ mod tests {
             let mut want = std::collections::BTreeMap::new();
             for &(a, b, w) in &edges {
                 if b == v && w > 0 {
-                    *want.entry(a).or_insert(0) += w;
+                    *want.entry(a).or_insert(0) += w as EdgeWeight;
                 }
             }
-            let want: Vec<(VertexId, u64)> = want.into_iter().collect();
+            let want: Vec<(VertexId, EdgeWeight)> = want.into_iter().collect();
             assert_eq!(g.in_edges(v), &want[..], "into {v}");
             for &(from, w) in g.in_edges(v) {
-                assert_eq!(g.edge_weight(from, v), w);
+                assert_eq!(g.edge_weight(from, v), u64::from(w));
             }
         }
         let out_total: usize = (0..n).map(|v| g.out_edges(v).len()).sum();
         assert_eq!(out_total, g.edge_count());
+    }
+
+    /// A weight beyond 32 bits saturates in the rows; the sum is taken before, exactly.
+    #[test]
+    fn weights_sum_exactly_then_saturate() {
+        let vertices = (0..2)
+            .map(|i| Vertex {
+                extent: Extent::new(i * 8, 8),
+                hits: 1,
+            })
+            .collect();
+        let big = u64::from(EdgeWeight::MAX);
+        let g =
+            MasterGraph::from_edges(vertices, vec![(0, 1, big), (0, 1, 1), (1, 0, 3), (1, 0, 4)]);
+        assert_eq!(g.edge_weight(0, 1), big);
+        assert_eq!(g.edge_weight(1, 0), 7);
+        assert_eq!(g.degree(0), big + 7);
     }
 }

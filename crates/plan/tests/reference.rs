@@ -1,7 +1,9 @@
 //! The fast master-graph build (sorted sweep) against a direct, slow transcription of the
 //! seeds' definitions on random small traces; and policy invariants on the same graphs.
 
-use reblock_plan::{build_graphs, policies, MasterGraph, PlanParams, TargetSpace};
+use reblock_plan::{
+    build_graphs, policies, GraphOptions, MasterGraph, PlanParams, ProcessGraphs, TargetSpace,
+};
 use reblock_trace::{Op, Request};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -122,7 +124,15 @@ fn sweep_merge_matches_the_seed_definition() {
     for seed in 0..60 {
         let trace = random_trace(seed, 150);
         let g = build_graphs(trace.iter().copied());
-        assert_eq!(actual(&g), reference(&trace), "seed {seed}");
+        let want = reference(&trace);
+        assert_eq!(actual(&g), want, "seed {seed}");
+        // Built from process graphs that are kept (a learning state's), the same graph.
+        let pg = ProcessGraphs::build(trace.iter().copied(), GraphOptions::default());
+        assert_eq!(
+            actual(&MasterGraph::from_processes(&pg)),
+            want,
+            "seed {seed}"
+        );
     }
 }
 

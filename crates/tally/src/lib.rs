@@ -4,9 +4,10 @@
 //! edge per request pair. A hash map touches a random cache line per key, and once the
 //! map outgrows the cache every request waits on memory. Here entries are appended to a
 //! buffer (a sequential write); when the buffer holds as many entries as there are
-//! distinct keys so far (and at least a minimum batch), it is radix sorted, equal keys
-//! are combined, and the result is merged into a sorted array of distinct keys with
-//! their values. Every step streams through memory.
+//! distinct keys so far (a quarter of them for [`Tally`]; at least a minimum batch), it
+//! is radix sorted, equal keys are combined, and the result is merged into a sorted
+//! array of distinct keys with their values, in place. Every step streams through
+//! memory.
 //!
 //! Memory stays proportional to the distinct keys: the merged array, a pending buffer no
 //! larger than it (or one minimum batch), and a scratch array of the same order. The

@@ -25,15 +25,22 @@ impl Count for u32 {
     }
 }
 
+/// The merged values are at most this many times the pending entries: the memory of a
+/// tally is its values and up to three such shares (the pending entries, the sort's
+/// scratch, and the values' growth at a merge), where a batch as large as the values
+/// cost four times the values. Each merge reads the values once: about this many passes
+/// over them in all, streaming.
+const PENDING_SHARE: usize = 4;
+
 /// A map from keys to accumulated values, built by [`Tally::add`].
 #[derive(Clone, Debug)]
 pub struct Tally<K, V> {
     /// Distinct keys, strictly increasing, with their values.
     merged: Vec<(K, V)>,
-    /// Entries added since the last merge, in arrival order.
+    /// Entries added since the last merge, in arrival order: at most a quarter of the
+    /// merged values (or one minimum batch).
     pending: Vec<(K, V)>,
-    /// Where the next merge writes, and the radix sort's scratch: kept between batches
-    /// (see the module doc).
+    /// The radix sort's scratch, kept between batches (see the module doc).
     spare: Vec<(K, V)>,
     min_batch: usize,
 }
@@ -60,7 +67,7 @@ impl<K: Key, V: Count> Tally<K, V> {
     #[inline]
     pub fn add(&mut self, key: K, value: V) {
         self.pending.push((key, value));
-        if self.pending.len() >= self.min_batch.max(self.merged.len()) {
+        if self.pending.len() >= self.min_batch.max(self.merged.len() / PENDING_SHARE) {
             self.merge_pending();
         }
     }
@@ -71,9 +78,7 @@ impl<K: Key, V: Count> Tally<K, V> {
             return;
         }
         sort_and_combine(&mut self.pending, &mut self.spare);
-        self.spare.clear();
-        merge_into(&self.merged, &self.pending, &mut self.spare);
-        std::mem::swap(&mut self.merged, &mut self.spare);
+        merge_from_the_back(&mut self.merged, &self.pending);
         self.pending.clear();
     }
 
@@ -98,6 +103,13 @@ impl<K: Key, V: Count> Tally<K, V> {
         let mut out = Vec::with_capacity(self.merged.len() + pending.len());
         merge_into(&self.merged, &pending, &mut out);
         Cow::Owned(out)
+    }
+
+    /// [`Tally::counts`] of a tally not needed afterwards: its sorted array is handed
+    /// over, every other buffer given back.
+    pub fn into_counts(mut self) -> Vec<(K, V)> {
+        self.merge_pending();
+        self.merged
     }
 
     /// `key`'s value, if it was ever added.
@@ -146,6 +158,48 @@ fn sort_and_combine<K: Key, V: Count>(v: &mut Vec<(K, V)>, scratch: &mut Vec<(K,
         }
     }
     v.truncate(w + usize::from(!v.is_empty()));
+}
+
+/// Merges the sorted, distinct-keyed `add` into `merged` (the same) in place, values of
+/// equal keys combined: `merged` grows by `add`'s length and is written from the back,
+/// so the write position never overtakes the unread values; equal keys leave a gap at
+/// the front, closed by one move at the end.
+fn merge_from_the_back<K: Key, V: Count>(merged: &mut Vec<(K, V)>, add: &[(K, V)]) {
+    let (a, b) = (merged.len(), add.len());
+    if b == 0 {
+        return;
+    }
+    merged.reserve_exact(b);
+    merged.extend_from_slice(add);
+    let (mut i, mut j, mut w) = (a, b, a + b);
+    while i > 0 && j > 0 {
+        let (x, y) = (merged[i - 1], add[j - 1]);
+        w -= 1;
+        merged[w] = if x.0 > y.0 {
+            i -= 1;
+            x
+        } else if y.0 > x.0 {
+            j -= 1;
+            y
+        } else {
+            let mut sum = x;
+            sum.1.absorb(y.1);
+            (i, j) = (i - 1, j - 1);
+            sum
+        };
+    }
+    // What is left of one input goes below, in order.
+    if j > 0 {
+        merged[w - j..w].copy_from_slice(&add[..j]);
+        w -= j;
+    } else {
+        merged.copy_within(..i, w - i);
+        w -= i;
+    }
+    if w > 0 {
+        merged.copy_within(w.., 0);
+        merged.truncate(a + b - w);
+    }
 }
 
 /// Appends the union of two sorted, distinct-keyed lists to `out`, values of equal keys
