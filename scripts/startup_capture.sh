@@ -10,9 +10,16 @@
 # packages python3.11, nodejs, gcc-12, binutils and libc6-dev installed on this machine
 # (their files are copied into the image), and `reblock` on PATH or REBLOCK=path.
 # Writes OUT_DIR/startup.trace.txt, OUT_DIR/startup.meta.json, OUT_DIR/startup.img and
-# OUT_DIR/startup.log.
+# OUT_DIR/startup.log; also the recorder's startup.trace.txt.meta.json and
+# startup.record.json, and startup.files (the files copied into the image).
 set -euo pipefail
 
+case "${1:-}" in
+-h | --help)  # the comment above, without its first line
+    sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
+    exit 0 ;;
+-*) echo "startup_capture: unknown option $1 (see --help)" >&2; exit 2 ;;
+esac
 OUT=${1:-/work/captures}
 DAYS=${2:-7}
 GIB=${3:-4}

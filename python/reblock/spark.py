@@ -422,27 +422,41 @@ def _steps(sid: np.ndarray, blocks_per_row: np.ndarray):
         i = j
 
 
+def whole_sessions(batches):
+    """The rows of ``batches`` (pandas DataFrames in ``sid`` order, one session's rows
+    possibly spread over several consecutive batches) as DataFrames of whole sessions,
+    in order. The pieces of the session still open at a batch's end are kept in a list
+    and joined once, when it ends: a session spanning k batches is copied once, not k
+    times (joining it to every next batch made long sessions cost quadratic time)."""
+    import pandas as pd
+
+    held: list = []  # the pieces of the session open at the last batch's end
+    for pdf in batches:
+        if pdf.empty:
+            continue
+        sid = pdf["sid"].to_numpy()
+        cut = int(np.searchsorted(sid, sid[-1], side="left"))  # the batch's last session
+        if cut == 0 and held and held[-1]["sid"].iat[-1] == sid[0]:
+            held.append(pdf)  # the open session goes on through the whole batch
+            continue
+        done = [p for p in (*held, pdf.iloc[:cut]) if not p.empty]
+        if done:
+            yield done[0] if len(done) == 1 else pd.concat(done, ignore_index=True)
+        held = [pdf.iloc[cut:]]
+    if held:
+        yield held[0] if len(held) == 1 else pd.concat(held, ignore_index=True)
+
+
 def frequent_pairs(sessions, block_sectors: int, window: int, support: int):
     """DataFrame ``a, b, support`` of the pairs of blocks (a < b) sharing at least
     ``support`` sessions, as reblock's PairCounts: each session's requests brought
     together in order, its pairs counted with numpy (:func:`session_pair_counts`) in
     steps of whole sessions, the counts summed across the cluster."""
-    import pandas as pd
     from pyspark.sql import functions as F
 
     def counts(batches):
-        held = None
-        for pdf in batches:
-            pdf = pdf if held is None else pd.concat([held, pdf], ignore_index=True)
-            if pdf.empty:
-                continue
-            sid = pdf["sid"].to_numpy()
-            # The last session may go on in the next batch: held back until then.
-            cut = int(np.searchsorted(sid, sid[-1], side="left"))
-            held = pdf.iloc[cut:]
-            yield from _counted(pdf.iloc[:cut])
-        if held is not None:
-            yield from _counted(held)
+        for pdf in whole_sessions(batches):
+            yield from _counted(pdf)
 
     def _counted(pdf):
         sid = pdf["sid"].to_numpy()

@@ -137,3 +137,56 @@ def test_pairs_counted_in_steps_of_whole_sessions_are_reblocks(monkeypatch):
             for a, b, c in out.itertuples(index=False):
                 got[(a, b)] = got.get((a, b), 0) + c
         assert got == pairs_by_rule(sid, sector, sectors, block_sectors, window), trial
+
+
+def batched(sid, sizes):
+    """A partition's rows (sorted by session) cut into Arrow-like batches of ``sizes``."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"sid": sid, "row": np.arange(len(sid))})
+    bounds = np.r_[0, np.cumsum(sizes)]
+    return [frame.iloc[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def test_batches_regroup_into_whole_sessions_in_order():
+    from reblock.spark import whole_sessions
+
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        n = int(rng.integers(0, 120))
+        sid = np.sort(rng.choice([1, 2, 3, 50], n) if trial % 3 else rng.integers(0, 9, n))
+        sizes = [0]
+        while sum(sizes) < n:
+            sizes.append(int(rng.integers(0, 25)))  # empty batches too
+        sizes[-1] -= sum(sizes) - n
+        out = list(whole_sessions(batched(sid, sizes)))
+        rows = np.concatenate([f["row"].to_numpy() for f in out]) if out else np.empty(0)
+        assert rows.tolist() == list(range(n)), trial
+        assert all(len(f) for f in out)
+        owner = {}
+        for i, f in enumerate(out):
+            for s in set(f["sid"].tolist()):
+                assert owner.setdefault(s, i) == i, f"session {s} cut across frames"
+
+
+def test_a_session_spanning_many_batches_is_copied_once(monkeypatch):
+    """A long session (a wide --session on a dense trace) comes in many batches: its
+    pieces are joined once, so rows copied stay linear in the rows (joining the held
+    rows to every next batch copied 10,000 batches' worth here: quadratic)."""
+    import pandas as pd
+
+    from reblock.spark import whole_sessions
+
+    copied = []
+    join = pd.concat
+
+    def counting(frames, **kw):
+        frames = list(frames)
+        copied.append(sum(len(f) for f in frames))
+        return join(frames, **kw)
+
+    monkeypatch.setattr(pd, "concat", counting)
+    sid = np.r_[np.zeros(20_000, dtype=np.int64), [1, 1, 2]]
+    out = list(whole_sessions(batched(sid, [100] * 200 + [3])))
+    assert [len(f) for f in out] == [20_002, 1] and out[0]["sid"].iat[-1] == 1
+    assert sum(copied) <= 2 * len(sid), sum(copied)
