@@ -101,7 +101,8 @@ impl<K: Key, V: Count> Tally<K, V> {
         let mut pending = self.pending.clone();
         sort_and_combine(&mut pending, &mut Vec::new());
         let mut out = Vec::with_capacity(self.merged.len() + pending.len());
-        merge_into(&self.merged, &pending, &mut out);
+        out.extend_from_slice(&self.merged);
+        merge_from_the_back(&mut out, &pending);
         Cow::Owned(out)
     }
 
@@ -200,29 +201,4 @@ fn merge_from_the_back<K: Key, V: Count>(merged: &mut Vec<(K, V)>, add: &[(K, V)
         merged.copy_within(w.., 0);
         merged.truncate(a + b - w);
     }
-}
-
-/// Appends the union of two sorted, distinct-keyed lists to `out`, values of equal keys
-/// combined.
-fn merge_into<K: Key, V: Count>(a: &[(K, V)], b: &[(K, V)], out: &mut Vec<(K, V)>) {
-    out.reserve(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        let (x, y) = (a[i], b[j]);
-        if x.0 < y.0 {
-            out.push(x);
-            i += 1;
-        } else if y.0 < x.0 {
-            out.push(y);
-            j += 1;
-        } else {
-            let mut s = x;
-            s.1.absorb(y.1);
-            out.push(s);
-            i += 1;
-            j += 1;
-        }
-    }
-    out.extend_from_slice(&a[i..]);
-    out.extend_from_slice(&b[j..]);
 }

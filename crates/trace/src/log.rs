@@ -480,8 +480,11 @@ impl RequestIter<'_> {
             return &self.log.bytes[self.pos - spilled..];
         }
         let held_end = self.window_at + self.window.len();
-        // Blocks never straddle the file's end, so a request inside it ends there.
-        if self.pos < self.window_at || (self.pos + MAX_ENCODED > held_end && held_end < spilled) {
+        // Blocks never straddle the file's end (nor `stop`, a block's end), so a request
+        // starting before either ends there: no read past what is held.
+        if self.pos < self.window_at
+            || (self.pos + MAX_ENCODED > held_end && held_end < spilled.min(self.stop))
+        {
             let want = (self.stop.min(self.pos + WINDOW_BYTES)).max(self.pos + MAX_ENCODED);
             let to = want.min(spilled);
             let spill = self.log.spill.as_ref().expect("a spilled log has a file");
