@@ -132,6 +132,9 @@ impl MasterGraph {
         let pieces = pieces_of(&pg);
         let counts = (pg.requests(), pg.processes().len());
         let mut edges = pg.into_edge_counts();
+        // Room for the chain edges now: appended to a buffer shrunk to fit, they would
+        // double its capacity.
+        edges.reserve_exact(pieces.chain.len());
         for e in &mut edges {
             e.0 = pieces.master_key(e.0);
         }

@@ -81,8 +81,10 @@ pub fn run(args: Args) -> Result<()> {
     let graphs = by_device
         .into_iter()
         .map(|(device, mut processes)| {
+            // Merged first, so that reading the edges copies no pending batch; not needed
+            // afterwards, their edge counts become the master edge list in place.
             processes.merge_pending();
-            let graph = MasterGraph::from_processes(&processes);
+            let graph = MasterGraph::from_processes_into(processes, 1);
             report_of(device, &graph, args.min_weight)
         })
         .collect();
