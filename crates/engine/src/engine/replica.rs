@@ -428,6 +428,9 @@ impl Engine {
         centre.sort_unstable();
         let centre = centre[centre.len() / 2];
         let radius = self.hot_radius();
+        // Sorted before the locks every foreground read takes: only `hot` is read.
+        let mut hot_pages: Vec<u64> = hot.iter().map(|h| h.1).collect();
+        hot_pages.sort_unstable();
         let free = lock(&self.free);
         let mut t = lock(&self.replicas);
         // The free-page search probes up to twice SEARCH_PAGES pages under the locks every
@@ -443,8 +446,6 @@ impl Engine {
             .map(|e| e.replica + 1)
             .min_by_key(|r| r.abs_diff(centre));
         // A run's first page starts where the whole run fits, when such room is near.
-        let mut hot_pages: Vec<u64> = hot.iter().map(|h| h.1).collect();
-        hot_pages.sort_unstable();
         let run = (first..first + RUN_PAGES)
             .take_while(|&p| hot_pages.binary_search(&p).is_ok() && wants(p) && !free.is_free(p))
             .count() as u64;
