@@ -90,6 +90,9 @@ pub struct Runner<'a> {
     vanilla_busy_s: RefCell<FxHashMap<(usize, usize), f64>>,
     /// [`Admission::recurrence`] of each backtest range: the same for every policy.
     recurrence: RefCell<FxHashMap<(usize, usize), f64>>,
+    /// [`Runner::reuse_period`] of each backtest, by (first request, count): every
+    /// candidate part of every FS2 policy asks for the same one.
+    reuse_periods: RefCell<FxHashMap<(usize, usize), usize>>,
     /// How copies are scheduled on this run's device.
     schedule: ScheduleOptions,
     /// The data area's free pages (FS2's replicas live there).
@@ -115,6 +118,7 @@ impl<'a> Runner<'a> {
             vanilla_busy: RefCell::new(FxHashMap::default()),
             vanilla_busy_s: RefCell::new(FxHashMap::default()),
             recurrence: RefCell::new(FxHashMap::default()),
+            reuse_periods: RefCell::new(FxHashMap::default()),
             schedule: ScheduleOptions {
                 read_gap_sectors: replay::read_through_gap_sectors(&cfg.device)?,
                 ..ScheduleOptions::default()
@@ -722,6 +726,17 @@ impl<'a> Runner<'a> {
     /// request that touched its first page (reads whose page was not touched within
     /// [`REUSE_LOOKBACK_PHASES`] tails before are left out; 0 when none is left).
     fn reuse_period(&self, tail: RequestSpan<'_>) -> usize {
+        let key = range_of(tail);
+        if let Some(&p) = self.reuse_periods.borrow().get(&key) {
+            return p;
+        }
+        let p = self.median_reuse_distance(tail);
+        self.reuse_periods.borrow_mut().insert(key, p);
+        p
+    }
+
+    /// [`Runner::reuse_period`], computed.
+    fn median_reuse_distance(&self, tail: RequestSpan<'_>) -> usize {
         let page = u64::from(self.cfg.page_sectors.max(1));
         let end = tail.first_index() + tail.len();
         let from = tail
