@@ -631,8 +631,12 @@ fn replan_once(
 ) {
     // With a learning state the plan learns the requests since the last plan; the older
     // window is still the admission's evidence of what recurs (a start-up's day repeats
-    // the day before it, not its own first hours).
-    let all = window.snapshot();
+    // the day before it, not its own first hours). Without the admission guard nothing
+    // reads that evidence: only the newest requests are copied under the window's lock.
+    let all = match (&planner.learner, &planner.model) {
+        (Some(_), None) => window.newest(since_last_plan),
+        _ => window.snapshot(),
+    };
     let planned_from = match planner.learner {
         Some(_) => (all.len()).min(usize::try_from(since_last_plan).unwrap_or(usize::MAX)),
         None => all.len(),
