@@ -49,10 +49,10 @@ def _process_columns(reqs):
 
 
 def _process_graphs(reqs):
-    """(vertices, edges) of every process graph: vertices ``proc.., sector, sectors,
-    hits, chain`` (chain: the larger of the vertex's incoming and outgoing weight) and
-    edges ``device, from_sector, from_sectors, sector, sectors, weight`` summed over
-    processes."""
+    """(vertices, edges, persisted) of every process graph: vertices ``proc.., sector,
+    sectors, hits, chain`` (chain: the larger of the vertex's incoming and outgoing
+    weight), edges ``proc.., from_sector, from_sectors, sector, sectors, weight``, and the
+    DataFrames persisted for the caller to release (each is read by several actions)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -64,7 +64,7 @@ def _process_graphs(reqs):
         F.lag("sectors").over(stream).alias("from_sectors")).persist()
     edges = steps.where(F.col("from_sector").isNotNull()).groupBy(
         *proc, "from_sector", "from_sectors", "sector", "sectors").agg(
-        F.count(F.lit(1)).alias("weight"))
+        F.count(F.lit(1)).alias("weight")).persist()
     w_in = edges.groupBy(*proc, "sector", "sectors").agg(F.sum("weight").alias("w_in"))
     w_out = edges.groupBy(*proc, F.col("from_sector").alias("sector"),
                           F.col("from_sectors").alias("sectors")).agg(
@@ -73,27 +73,26 @@ def _process_graphs(reqs):
     vertices = (steps.groupBy(*on).agg(F.count(F.lit(1)).alias("hits"))
                 .join(w_in, on, "left").join(w_out, on, "left")
                 .select(*on, "hits", F.greatest(F.coalesce("w_in", F.lit(0)),
-                                                F.coalesce("w_out", F.lit(0))).alias("chain")))
-    summed = edges.groupBy("device", "from_sector", "from_sectors", "sector", "sectors").agg(
-        F.sum("weight").alias("weight"))
-    return vertices, summed
+                                                F.coalesce("w_out", F.lit(0))).alias("chain"))
+                .persist())
+    # Summed over processes only when landed on master vertices (one shuffle, not two).
+    return vertices, edges, (steps, edges, vertices)
 
 
 def _master(ext) -> Dict[str, np.ndarray]:
     """One device's master vertices and chain edges from its extents (``sector, sectors,
-    hits, chain, cover`` per distinct extent, summed over processes)."""
+    hits, chain`` per distinct extent, summed over processes; every extent has hits, so
+    an interval is covered exactly when requests cover it)."""
     start = ext["sector"].to_numpy(np.int64)
     end = start + ext["sectors"].to_numpy(np.int64)
     bounds = np.unique(np.concatenate([start, end]))
     first, last = np.searchsorted(bounds, start), np.searchsorted(bounds, end)
     n = len(bounds) - 1
-    cover = np.zeros(n + 1, np.int64)
     hits = np.zeros(n + 1, np.int64)
-    np.add.at(cover, first, ext["cover"].to_numpy(np.int64))
-    np.add.at(cover, last, -ext["cover"].to_numpy(np.int64))
     np.add.at(hits, first, ext["hits"].to_numpy(np.int64))
     np.add.at(hits, last, -ext["hits"].to_numpy(np.int64))
-    covered = np.cumsum(cover)[:n] > 0
+    hits = np.cumsum(hits)[:n]
+    covered = hits > 0
     chain = np.zeros(n + 1, np.int64)
     c = ext["chain"].to_numpy(np.int64)
     split = (last - first >= 2) & (c > 0)
@@ -105,7 +104,7 @@ def _master(ext) -> Dict[str, np.ndarray]:
         "bounds": bounds,
         "v_sector": bounds[:n][covered],
         "v_sectors": (bounds[1:] - bounds[:n])[covered],
-        "v_hits": np.cumsum(hits)[:n][covered],
+        "v_hits": hits[covered],
         "c_from": bounds[links], "c_to": bounds[links + 1], "c_weight": w[links],
     }
 
@@ -148,18 +147,21 @@ def access_graphs(spark, path: str, reorder_window: str = "10ms", sort: bool = F
     if min_weight < 1:
         raise ValueError(f"--min-weight {min_weight}: must be at least 1")
     _, _, every, _ = read_in_order(spark, path, reorder_window, sort, PROCESS_COLUMNS)
-    vertices, edges = _process_graphs(_process_columns(every))
-    counts = vertices.groupBy("device").agg(
-        F.sum("hits").alias("requests"),
-        F.countDistinct("pid", "command", "no_command").alias("processes")).toPandas()
-    extents = vertices.groupBy("device", "sector", "sectors").agg(
-        F.sum("hits").alias("hits"), F.sum("chain").alias("chain"),
-        F.count(F.lit(1)).alias("cover")).toPandas()
-    masters = {int(d): _master(e.reset_index(drop=True))
-               for d, e in extents.groupby("device")}
-    landed = _master_edges(spark, edges, {d: m["bounds"] for d, m in masters.items()})
-    landed = landed.toPandas()
-    spark.catalog.clearCache()
+    vertices, edges, persisted = _process_graphs(_process_columns(every))
+    try:
+        counts = vertices.groupBy("device").agg(
+            F.sum("hits").alias("requests"),
+            F.countDistinct("pid", "command", "no_command").alias("processes")).toPandas()
+        extents = vertices.groupBy("device", "sector", "sectors").agg(
+            F.sum("hits").alias("hits"), F.sum("chain").alias("chain")).toPandas()
+        masters = {int(d): _master(e.reset_index(drop=True))
+                   for d, e in extents.groupby("device")}
+        landed = _master_edges(spark, edges, {d: m["bounds"] for d, m in masters.items()})
+        landed = landed.toPandas()
+    finally:
+        # Only what this job cached: the caller's session may hold its own.
+        for df in persisted:
+            df.unpersist()
     out = []
     for row in counts.sort_values("device").itertuples(index=False):
         d, m = int(row.device), masters[int(row.device)]
