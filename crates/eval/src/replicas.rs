@@ -160,7 +160,7 @@ impl Replicated {
     ) -> bool {
         let geo = *self.base.geometry();
         let start = out.len();
-        let (first, end) = page_span(&geo, req);
+        let (first, end) = page_span(&geo, req.sector, req.sectors);
         if req.write {
             let freed = self.set.note_write(first, end);
             self.forget_buffered(&freed);
@@ -219,7 +219,7 @@ impl Replicated {
             return *req;
         };
         let ps = geo.page.sectors();
-        let (first, end) = (fs / ps, (fs + u64::from(req.sectors)).div_ceil(ps));
+        let (first, end) = page_span(&geo, fs, req.sectors);
         let offset = fs - first * ps;
         // A copy starting at `page` and holding the request's sectors as one extent.
         let copy = |page: u64| {
@@ -358,10 +358,8 @@ impl Replicated {
         let Some(fs) = fs_sector_of(&geo, req.sector, req.sectors) else {
             return;
         };
-        let ps = geo.page.sectors();
-        let written: Vec<u64> = (fs / ps..(fs + u64::from(req.sectors)).div_ceil(ps))
-            .filter(|p| self.writing.remove(p))
-            .collect();
+        let (first, end) = page_span(&geo, fs, req.sectors);
+        let written: Vec<u64> = (first..end).filter(|p| self.writing.remove(p)).collect();
         self.set.mark_written(&written);
     }
 
@@ -407,11 +405,11 @@ pub fn set_routing(layout: &mut Layout, (routing, write_behind): (ReadRouting, W
     }
 }
 
-/// The pages `[first, end)` a request touches.
-fn page_span(geo: &Geometry, req: &DevRequest) -> (u64, u64) {
+/// The pages `[first, end)` that `sectors` sectors from `sector` touch (in the
+/// address space `sector` is in: device or FS).
+fn page_span(geo: &Geometry, sector: u64, sectors: u32) -> (u64, u64) {
     let ps = geo.page.sectors();
-    let end = req.sector + u64::from(req.sectors);
-    (req.sector / ps, end.div_ceil(ps))
+    (sector / ps, (sector + u64::from(sectors)).div_ceil(ps))
 }
 
 /// The FS sector at device sector `sector` when `[sector, sector + sectors)` lies in the
