@@ -48,8 +48,8 @@ pub struct Admission {
     pub plain_saving_stderr_s: f64,
     /// The share of the plan's pages admitted: `evaluate` weighs the whole plan against
     /// its partial plans, the pages that save most per page copied (see
-    /// `reblock_eval::ranked`), and `serve` the leading shares of
-    /// [`Admission::PLAN_SHARES`]; the part that pays most wins ([`Admission::best_part`]).
+    /// `reblock_eval::ranked`; the part that pays most wins, [`Admission::best_part`]),
+    /// `serve` the whole plan only.
     #[serde(default = "one_share")]
     pub plan_share: f64,
     /// The share of the plan's predicted saving the rule believes, from the policy's
@@ -215,14 +215,6 @@ impl Admission {
     /// 13 and 14 (0.87x-0.95x) are still admitted. (Before the horizon counted recurrence
     /// and drift, 1 made device 4 worse: borg 1.023x -> 1.040x.)
     pub const CONFIDENCE_Z: f64 = 1.0;
-
-    /// The leading shares of a plan's pages weighed against each other at a
-    /// reconfiguration (`serve`'s per-group admission, see [`Admission::best_part`]). Only the
-    /// whole plan: weighing its first quarter and half too, each on its own trial, made
-    /// the corpus' worst figures worse (borg on UMass Financial1's device 9: 1.000 ->
-    /// 1.053, hot on device 4: 1.000 -> 1.130), as a share's trial is judged on the same
-    /// few dozen requests and more candidates give more chances to a lucky one.
-    pub const PLAN_SHARES: [f64; 1] = [1.0];
 
     /// Each candidate's total relative to keeping the layout in place over the horizon:
     /// (plan, home); negative is a saving. A candidate predicted to save less than
