@@ -243,8 +243,9 @@ pub struct Replay {
     mapper: Box<dyn Mapper>,
     config: Config,
     logical: Slab<Logical>,
-    /// The trace device numbers of the logical requests so far ([`Logical::device`]).
-    devices: Vec<u32>,
+    /// The trace device numbers of the logical requests so far ([`Logical::device`]),
+    /// each with its member group: looked up once, on the device's first request.
+    devices: Vec<(u32, usize)>,
     /// The index in `devices` of each device number.
     device_index: rustc_hash::FxHashMap<u32, u16>,
     /// The number of the first request admitted: [`Logical::number`] counts from it.
@@ -547,9 +548,8 @@ impl Replay {
         now_ns: u64,
         observer: &mut dyn Observer,
     ) -> Result<(), SimError> {
-        let group = self.group_for(sub.device);
+        let (device, group) = self.device_index_of(sub.device)?;
         let req = self.place(group, &sub)?;
-        let device = self.device_index_of(sub.device)?;
         let window = self.metrics.window_of(now_ns, self.admitted);
         self.admitted += 1;
         let first = *self.first_number.get_or_insert(sub.number);
@@ -612,11 +612,11 @@ impl Replay {
         Ok(())
     }
 
-    /// The index of trace device `device` in [`Replay::devices`], given on its first
-    /// request.
-    fn device_index_of(&mut self, device: u32) -> Result<u16, SimError> {
+    /// The index of trace device `device` in [`Replay::devices`] and its group, both
+    /// given on its first request.
+    fn device_index_of(&mut self, device: u32) -> Result<(u16, usize), SimError> {
         if let Some(&i) = self.device_index.get(&device) {
-            return Ok(i);
+            return Ok((i, self.devices[usize::from(i)].1));
         }
         let i = u16::try_from(self.devices.len()).map_err(|_| {
             SimError::Config(format!(
@@ -624,9 +624,10 @@ impl Replay {
                 u16::MAX
             ))
         })?;
-        self.devices.push(device);
+        let group = self.group_for(device);
+        self.devices.push((device, group));
         self.device_index.insert(device, i);
-        Ok(i)
+        Ok((i, group))
     }
 
     /// The window of logical request `lid` (what [`Metrics::window_of`] gave it).
@@ -640,10 +641,7 @@ impl Replay {
 
     /// The group serving the trace device of index `device` in [`Replay::devices`].
     fn group_of_index(&self, device: u16) -> usize {
-        if self.factory.is_none() {
-            return 0;
-        }
-        self.group_of[&self.devices[usize::from(device)]]
+        self.devices[usize::from(device)].1
     }
 
     /// Queues the member I/Os of the extent's current phase; an extent with no phase left
@@ -768,7 +766,7 @@ impl Replay {
             write: l.write,
             sector: l.sector,
             sectors: l.sectors,
-            trace_device: self.devices[usize::from(l.device)],
+            trace_device: self.devices[usize::from(l.device)].0,
             member: s.member,
             arrival_ns: l.arrival_ns,
             start_ns: s.start_ns.min(now_ns),
