@@ -34,7 +34,7 @@ use crate::geometry::{fract_of_positive, Geometry, Location};
 use crate::least::least_cost;
 use crate::params::{HddParams, LoadedModel, ModelParams, OverheadParams};
 use crate::seek::SeekModel;
-use crate::{DevRequest, Device, Drain, Service};
+use crate::{DevRequest, Device, Drain, Service, WriteBackWork};
 
 /// Rotational waits this close (ns) to a full turn are rounding noise around zero: a
 /// request issued at the (rounded) end of the previous one must not lose a revolution.
@@ -61,6 +61,10 @@ pub struct Hdd {
     head: u32,
     /// (start, end) of the last write-back of a cached write.
     write_back: (f64, f64),
+    /// The write of `write_back`, while part of it may still count in a later service.
+    write_back_req: Option<DevRequest>,
+    /// The write-backs the last service or drain counted ([`Device::take_write_backs`]).
+    written_back: Vec<WriteBackWork>,
     /// End of the last service: busy time is counted up to here.
     served_until_ns: f64,
     places: Places,
@@ -157,8 +161,12 @@ enum Plan {
 
 /// The write-backs of cached writes a service runs: in the idle time before it, and to
 /// make room for a write. Computed without changing the drive.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct WriteBacks {
+    /// Whether to keep `spans` (a service, not an estimate).
+    record: bool,
+    /// Each write-back: (start, end, seek ns, transfer ns), oldest first.
+    spans: Vec<(f64, f64, f64, f64)>,
     /// How many of the oldest waiting writes, and their sectors.
     count: usize,
     sectors: u64,
@@ -219,6 +227,8 @@ impl Hdd {
             cyl: 0,
             head: 0,
             write_back: (0.0, 0.0),
+            write_back_req: None,
+            written_back: Vec::new(),
             served_until_ns: 0.0,
             places: Places::default(),
             candidates: RefCell::default(),
@@ -410,13 +420,17 @@ impl Hdd {
         wb.seek_ns += m.seek_ns;
         wb.transfer_ns += m.transfer_ns;
         wb.cylinders += m.cylinders;
+        if wb.record {
+            wb.spans.push((start, m.end_ns, m.seek_ns, m.transfer_ns));
+        }
         wb.last
     }
 
     /// The write-backs the drive runs while idle before `start`: from the end of the last
     /// service, oldest first, each once the previous one is done.
-    fn idle_write_backs(&self, start: f64) -> WriteBacks {
+    fn idle_write_backs(&self, start: f64, record: bool) -> WriteBacks {
         let mut wb = WriteBacks {
+            record,
             last: self.write_back,
             head: (self.cyl, self.head),
             // What a write-back in progress did past the end of the last service.
@@ -436,11 +450,12 @@ impl Hdd {
         wb
     }
 
-    /// The service of `req` at `start_ns` and what it does, without changing the drive.
-    fn plan(&self, start_ns: u64, req: &DevRequest) -> (Service, WriteBacks, Plan) {
+    /// The service of `req` at `start_ns` and what it does, without changing the drive
+    /// (`record`: keeping each write-back's span for [`Hdd::note_written_back`]).
+    fn plan(&self, start_ns: u64, req: &DevRequest, record: bool) -> (Service, WriteBacks, Plan) {
         let start = start_ns as f64;
         let end_sector = req.sector + req.sectors as u64;
-        let mut wb = self.idle_write_backs(start);
+        let mut wb = self.idle_write_backs(start, record);
         let after_write = self.last_write;
         let mut overhead = self.overheads.ns(req.write, false, after_write);
         if let Some(c) = self.cache.as_ref() {
@@ -488,7 +503,8 @@ impl Hdd {
                         appends &= writes > 0;
                     }
                 }
-                let s = service(acked - start, 0.0, 0.0, 0.0, &wb, 0, false);
+                let mut s = service(acked - start, 0.0, 0.0, 0.0, &wb, 0, false);
+                s.write_cached = true;
                 return (s, wb, Plan::Cached { absorbed, appends });
             }
         }
@@ -610,7 +626,7 @@ impl Hdd {
                 c.interrupt(t);
             }
             for _ in 0..wb.count {
-                c.dirty.pop();
+                self.write_back_req = c.dirty.pop();
             }
         }
         (self.cyl, self.head) = wb.head;
@@ -668,6 +684,39 @@ impl Hdd {
             }
         }
         self.order_write_backs();
+    }
+
+    /// Keeps, for [`Device::take_write_backs`], the part of each write-back of `wb` (and
+    /// of one still running from before) that lies in the busy time of a service from
+    /// `start` to `end`: the idle time since the last service, then the service itself.
+    /// Called before `wb` is committed (the dirty writes it writes back are still the
+    /// oldest waiting).
+    fn note_written_back(&mut self, wb: &WriteBacks, start: f64, end: f64) {
+        self.written_back.clear();
+        let from = self.served_until_ns;
+        let busy = |span: (f64, f64)| overlap(span, from, start) + overlap(span, start, end);
+        if let Some(req) = self.write_back_req.filter(|_| self.write_back.1 > from) {
+            self.written_back.push(WriteBackWork {
+                req,
+                busy_ns: busy(self.write_back).round() as u64,
+                seek_ns: 0,
+                transfer_ns: 0,
+                done: self.write_back.1 <= end,
+            });
+        }
+        let Some(c) = self.cache.as_ref() else {
+            return;
+        };
+        for (i, &(a, b, seek, transfer)) in wb.spans.iter().enumerate() {
+            let req = *c.dirty.get(i).expect("a write-back of a waiting write");
+            self.written_back.push(WriteBackWork {
+                req,
+                busy_ns: busy((a, b)).round() as u64,
+                seek_ns: seek as u64,
+                transfer_ns: transfer as u64,
+                done: b <= end,
+            });
+        }
     }
 
     /// Cached writes waiting to be written back, in sectors.
@@ -737,6 +786,7 @@ fn service(
         background_ns: wb.idle_ns.round() as u64,
         seek_cylinders: cylinders + wb.cylinders,
         cache_hit: hit,
+        write_cached: false,
     }
 }
 
@@ -748,12 +798,14 @@ impl Device for Hdd {
         self.geom.capacity_sectors()
     }
     fn service(&mut self, start_ns: u64, req: &DevRequest) -> Service {
-        let (s, wb, plan) = self.plan(start_ns, req);
+        let (s, wb, plan) = self.plan(start_ns, req, true);
+        let start = start_ns as f64;
+        self.note_written_back(&wb, start, start + s.total_ns as f64);
         self.commit(start_ns, req, &s, &wb, plan);
         s
     }
     fn estimate_ns(&self, start_ns: u64, req: &DevRequest) -> u64 {
-        self.plan(start_ns, req).0.total_ns
+        self.plan(start_ns, req, false).0.total_ns
     }
     fn position_key(&self, sector: u64) -> u64 {
         self.place(sector).cylinder as u64
@@ -796,10 +848,17 @@ impl Device for Hdd {
     fn as_hdd(&self) -> Option<&Hdd> {
         Some(self)
     }
+    fn take_write_backs(&mut self, out: &mut Vec<WriteBackWork>) {
+        out.append(&mut self.written_back);
+    }
+    fn power(&self) -> Option<PowerModel> {
+        self.power
+    }
     /// Writes back everything still waiting in the cache, as the idle drive does after
     /// its last request.
     fn drain(&mut self) -> Drain {
-        let mut wb = self.idle_write_backs(f64::INFINITY);
+        let mut wb = self.idle_write_backs(f64::INFINITY, true);
+        self.note_written_back(&wb, f64::INFINITY, f64::INFINITY);
         // Both parts of a write-back in progress: `idle_write_backs` counts what ran after
         // the last service up to its own end.
         let busy = wb.idle_ns;

@@ -55,6 +55,28 @@ pub struct Service {
     pub seek_cylinders: u64,
     /// Served from the on-board cache without touching the media.
     pub cache_hit: bool,
+    /// A write taken into the on-board write-back cache: its media work comes later, as
+    /// [`WriteBackWork`] of a later service (or of [`Device::drain`]).
+    pub write_cached: bool,
+}
+
+/// Media work of one cached write written back, counted in the busy time of the last
+/// service (or drain): who pays for it is the simulator's business, so the device says
+/// which write it was. A write-back may run across two services (acknowledged writes
+/// go on while the drive takes the next command); each service reports its part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteBackWork {
+    /// The write as it waited in the cache (sequential writes appended into one).
+    pub req: DevRequest,
+    /// Of the service's busy time (`total_ns + background_ns`, or the drain's), the part
+    /// this write-back took.
+    pub busy_ns: u64,
+    /// Its seeking and transferring (the power states of [`energy`]), reported once, with
+    /// its first part.
+    pub seek_ns: u64,
+    pub transfer_ns: u64,
+    /// Its last part: the write is on the media.
+    pub done: bool,
 }
 
 /// What a device still does after its last request, e.g. a disk writing back the writes
@@ -114,6 +136,15 @@ pub trait Device: Send {
     /// at the end, and counts its busy time). Nothing by default.
     fn drain(&mut self) -> Drain {
         Drain::default()
+    }
+    /// Appends to `out` the write-backs of cached writes that the last `service` or
+    /// `drain` counted in its busy time (nothing for a device without a write-back cache).
+    fn take_write_backs(&mut self, out: &mut Vec<WriteBackWork>) {
+        let _ = out;
+    }
+    /// The power figures behind [`Device::energy_j`], if any.
+    fn power(&self) -> Option<energy::PowerModel> {
+        None
     }
     /// The disk model behind this device, for placements that need its geometry (the
     /// tree layouts' semi-sequential placement); `None` for other devices.

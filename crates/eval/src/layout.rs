@@ -19,7 +19,7 @@ use reblock_layout::{
     Step,
 };
 use reblock_plan::{Placement, TargetSpace};
-use reblock_sim::Mapper;
+use reblock_sim::{Mapper, Purpose};
 use rustc_hash::FxHashMap;
 
 use crate::replicas::Replicated;
@@ -523,6 +523,17 @@ pub struct SharedMapper(pub Shared);
 
 impl Mapper for SharedMapper {
     fn map(&mut self, req: &DevRequest, out: &mut Vec<DevRequest>) {
+        self.map_for(req, out, &mut Vec::new());
+    }
+
+    /// The guard's copies ahead of a request are copies; FS2's replica writes after it
+    /// are replicas; the rest is the request's own data.
+    fn map_for(
+        &mut self,
+        req: &DevRequest,
+        out: &mut Vec<DevRequest>,
+        purposes: &mut Vec<Purpose>,
+    ) {
         let mut cell = self.0.lock().expect("layout lock");
         let Cell {
             layout,
@@ -535,7 +546,14 @@ impl Mapper for SharedMapper {
             *written_back_pages += layout.write_back_splitting(req, out);
             *written_back_pages += layout.send_permuted_home(out);
         }
+        purposes.resize(out.len(), Purpose::Copy);
         let hit = layout.map(req, out, phys, *guarded);
+        purposes.resize(out.len(), Purpose::Client);
+        if let Layout::Replicated(r) = layout {
+            if let Some(from) = r.replica_writes_from {
+                purposes[from..].fill(Purpose::Replica);
+            }
+        }
         cell.requests += 1;
         cell.hits += u64::from(hit);
     }

@@ -10,8 +10,8 @@ use reblock_device::{DevRequest, Device, Drain, Service};
 use reblock_layout::admission::STDERR_BLOCK_REQUESTS;
 use reblock_layout::{position_reads, CopyRequest, Extent, Positioning, POSITIONED_WINDOW};
 use reblock_sim::{
-    Completion, Config, IterSource, Observer, Pacing, Phase, Replay, SimError, Source, Submission,
-    Summary,
+    Completion, Config, IterSource, Observer, Pacing, Phase, Purpose, PurposeReport, Replay,
+    SimError, Source, Submission, Summary,
 };
 use reblock_trace::Request;
 use serde::{Deserialize, Serialize};
@@ -33,6 +33,8 @@ pub struct Measured {
     /// Response times (ns) of the workload's requests, for the report's CDFs.
     pub response_ns: LogHistogram,
     pub access: AccessTime,
+    /// The busy time by what it was for.
+    pub purposes: Purposes,
     /// Device nanoseconds the replay's requests took, summed in blocks of
     /// [`STDERR_BLOCK_REQUESTS`] in order (the paired differences of the admission's
     /// backtests need no more; a nanosecond count per request cost 8 bytes a request
@@ -51,6 +53,46 @@ pub struct Replayed {
     pub energy_j: Option<f64>,
     /// The busy time split into its parts.
     pub access: AccessTime,
+    /// The busy time by what it was for.
+    pub purposes: Purposes,
+}
+
+/// A replay's device time by what it was for (the simulator's [`Purpose`]): the
+/// workload's own requests, FS2's replica writes, the guard's copies.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Purposes {
+    /// Busy seconds writing replicas (including the write-back of those the drive
+    /// cached), and making the guard's copies: reconfiguration done inside a normal phase.
+    pub replica_busy_s: f64,
+    pub copy_busy_s: f64,
+    /// What those two drew above idle power (none without power figures).
+    pub reconfig_energy_j: Option<f64>,
+    /// FS2's T_A of the workload's own requests alone: their seeks, rotational waits and
+    /// transfers, and the rest of their busy time (overhead, write-back of their cached
+    /// writes).
+    pub client_access: AccessTime,
+}
+
+impl Purposes {
+    fn from_reports(reports: &[PurposeReport]) -> Purposes {
+        let of = |p: Purpose| reports.iter().find(|r| r.purpose == p);
+        let busy = |p: Purpose| of(p).map_or(0.0, |r| r.busy_time_s);
+        let energy = |p: Purpose| of(p).map_or(Some(0.0), |r| r.energy_above_idle_j);
+        let client_access = of(Purpose::Client).map_or(AccessTime::default(), |r| AccessTime {
+            seek_s: r.seek_s,
+            rotation_s: r.rotation_s,
+            transfer_s: r.transfer_s,
+            other_s: r.other_s,
+        });
+        Purposes {
+            replica_busy_s: busy(Purpose::Replica),
+            copy_busy_s: busy(Purpose::Copy),
+            reconfig_energy_j: energy(Purpose::Replica)
+                .zip(energy(Purpose::Copy))
+                .map(|(a, b)| a + b),
+            client_access,
+        }
+    }
 }
 
 /// FS2's access-time decomposition T_A = T_s + T_r + T_t of the devices' busy time:
@@ -159,6 +201,12 @@ impl Device for Timed {
     fn as_hdd(&self) -> Option<&reblock_device::Hdd> {
         self.inner.as_hdd()
     }
+    fn take_write_backs(&mut self, out: &mut Vec<reblock_device::WriteBackWork>) {
+        self.inner.take_write_backs(out)
+    }
+    fn power(&self) -> Option<reblock_device::energy::PowerModel> {
+        self.inner.power()
+    }
 }
 
 /// Collects the response time of every normal-phase request, and the device time they
@@ -225,6 +273,7 @@ fn run(
     };
     let report = replay.run(source, &mut responses)?;
     let replayed = Replayed {
+        purposes: Purposes::from_reports(&report.purposes),
         summary: report.overall,
         energy_j: report.energy_j,
         access: *access.lock().expect("access lock"),
@@ -278,6 +327,7 @@ pub fn normal(
         written_back_pages: cell.written_back_pages,
         response_ns: responses.response_ns,
         access: replayed.access,
+        purposes: replayed.purposes,
         service_blocks_ns,
     })
 }
@@ -342,6 +392,7 @@ pub fn copies_in_order(device: &str, requests: &[DevRequest]) -> Result<Replayed
             summary: Summary::default(),
             energy_j: Some(0.0),
             access: AccessTime::default(),
+            purposes: Purposes::default(),
         });
     }
     let subs = requests.iter().enumerate().map(|(i, r)| Submission {

@@ -125,6 +125,9 @@ pub struct Replicated {
     /// Replica writes cost no I/O and the replicas are readable at once: the guard's
     /// twin ([`Replicated::judging_reads`]).
     writes_free: bool,
+    /// Where in `out` the last [`Replicated::map`] put replica writes, if it wrote any
+    /// (their purpose is a replica's, not the request's: see `SharedMapper`).
+    pub(crate) replica_writes_from: Option<usize>,
 }
 
 impl Replicated {
@@ -143,6 +146,7 @@ impl Replicated {
             buffered_at: 0,
             written_pages: 0,
             writes_free: false,
+            replica_writes_from: None,
         }
     }
 
@@ -160,6 +164,7 @@ impl Replicated {
     ) -> bool {
         let geo = *self.base.geometry();
         let start = out.len();
+        self.replica_writes_from = None;
         let (first, end) = page_span(&geo, req.sector, req.sectors);
         if req.write {
             let freed = self.set.note_write(first, end);
@@ -311,6 +316,7 @@ impl Replicated {
         self.buffered.sort_unstable();
         let gap = WRITE_THROUGH_PAGES;
         let floor = out.len();
+        self.replica_writes_from = Some(floor);
         let mut last_page: Option<u64> = None;
         for &page in &self.buffered {
             let at = geo.data_sector(page * ps);

@@ -28,15 +28,33 @@ pub struct PhaseResult {
     /// "N0", "R1", "N1", ...
     pub name: String,
     pub kind: PhaseKind,
-    /// Device busy time (sum of service times, idle excluded).
+    /// Device busy time (sum of service times, idle excluded), all of the phase's I/O.
     pub busy_time_s: f64,
     /// Energy of the phase's devices over its makespan (idle included), from the device
     /// model's power states; none when the model has no power figures.
     #[serde(default)]
     pub energy_j: Option<f64>,
-    /// The busy time as seek + rotation + transfer (+ other): FS2's T_A decomposition.
+    /// The busy time as seek + rotation + transfer (+ other), all of the phase's I/O.
     #[serde(default)]
     pub access_time: AccessTime,
+    /// Of `busy_time_s`, the time spent writing FS2's replicas (their cached writes'
+    /// write-back included), in a normal phase: reconfiguration, counted in the policy's
+    /// `reconfig_busy_time_s`.
+    #[serde(default)]
+    pub replica_busy_time_s: f64,
+    /// Of `busy_time_s`, the guard's copies in a normal phase (dirty read-cache pages
+    /// written home, a permutation sent home): reconfiguration too.
+    #[serde(default)]
+    pub copy_busy_time_s: f64,
+    /// Of `energy_j`, the reconfiguration's: the whole of a reconfiguration phase's; in
+    /// a normal phase, what its replica writes and copies drew above idle power.
+    #[serde(default)]
+    pub reconfig_energy_j: Option<f64>,
+    /// FS2's T_A = T_s + T_r + T_t (+ other) of the workload's own requests alone
+    /// (zero in a reconfiguration phase): its parts add up to `busy_time_s` less
+    /// `replica_busy_time_s` and `copy_busy_time_s`.
+    #[serde(default)]
+    pub client_access_time: AccessTime,
     /// Logical requests: the workload's (normal) or the copy I/Os (reconfiguration).
     pub requests: u64,
     pub reads: u64,
@@ -102,17 +120,32 @@ impl ResponseSummary {
 /// One policy's run over the whole trace.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PolicyResult {
-    /// normal + reconfig.
+    /// normal + reconfig: the busy time of every phase.
     pub busy_time_s: f64,
+    /// The workload's own requests: the normal phases less their replica writes and
+    /// the guard's copies.
     pub normal_busy_time_s: f64,
+    /// The reconfiguration phases' copies, plus the replica writes and the guard's copies
+    /// made inside normal phases.
     pub reconfig_busy_time_s: f64,
+    /// Of `reconfig_busy_time_s`, FS2's replica writes (made from the application's
+    /// reads in normal phases).
+    #[serde(default)]
+    pub replica_busy_time_s: f64,
     /// Energy over all phases, normal and reconfiguration (none when any phase has none).
     #[serde(default)]
     pub energy_j: Option<f64>,
-    /// Busy time over all phases as seek + rotation + transfer (+ other): FS2's
-    /// T_A = T_s + T_r + T_t.
+    /// Of `energy_j`, the reconfiguration's (see [`PhaseResult::reconfig_energy_j`]).
+    #[serde(default)]
+    pub reconfig_energy_j: Option<f64>,
+    /// Busy time over all phases as seek + rotation + transfer (+ other): all I/O,
+    /// copies and replica writes included; adds up to `busy_time_s`.
     #[serde(default)]
     pub access_time: AccessTime,
+    /// FS2's T_A = T_s + T_r + T_t (+ other) of the workload's own requests in the
+    /// normal phases: adds up to `normal_busy_time_s`.
+    #[serde(default)]
+    pub client_access_time: AccessTime,
     /// Total busy time (normal and reconfiguration phases) over vanilla's: the headline
     /// (when vanilla was evaluated too).
     #[serde(default)]
@@ -156,6 +189,13 @@ impl PolicyResult {
         };
         let normal_busy = sum(|p| p.busy_time_s, PhaseKind::Normal);
         let reconfig_busy = sum(|p| p.busy_time_s, PhaseKind::Reconfig);
+        // The total is summed as it always was, so it stays the same to the last digit;
+        // the work inside normal phases that is reconfiguration moves between the two.
+        let moved = sum(
+            |p| p.replica_busy_time_s + p.copy_busy_time_s,
+            PhaseKind::Normal,
+        );
+        let replica_busy = sum(|p| p.replica_busy_time_s, PhaseKind::Normal);
         let requests: u64 = normal.iter().map(|p| p.requests).sum();
         let ios: u64 = normal.iter().map(|p| p.ios).sum();
         let by = |w: fn(&PhaseResult) -> f64, v: fn(&PhaseResult) -> f64| {
@@ -176,12 +216,28 @@ impl PolicyResult {
         PolicyResult {
             response: ResponseSummary::from_histogram(&response_ns),
             busy_time_s: normal_busy + reconfig_busy,
-            normal_busy_time_s: normal_busy,
-            reconfig_busy_time_s: reconfig_busy,
+            normal_busy_time_s: if moved > 0.0 {
+                normal_busy - moved
+            } else {
+                normal_busy
+            },
+            reconfig_busy_time_s: if moved > 0.0 {
+                reconfig_busy + moved
+            } else {
+                reconfig_busy
+            },
+            replica_busy_time_s: replica_busy,
             energy_j: phases.iter().map(|p| p.energy_j).sum::<Option<f64>>(),
+            reconfig_energy_j: phases
+                .iter()
+                .map(|p| p.reconfig_energy_j)
+                .sum::<Option<f64>>(),
             access_time: phases
                 .iter()
                 .fold(AccessTime::default(), |a, p| a.plus(&p.access_time)),
+            client_access_time: phases
+                .iter()
+                .fold(AccessTime::default(), |a, p| a.plus(&p.client_access_time)),
             busy_vs_vanilla: None,
             normal_busy_vs_vanilla: None,
             mean_response_ms: by(|p| p.requests as f64, |p| p.mean_response_ms),

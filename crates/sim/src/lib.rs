@@ -9,6 +9,7 @@ pub mod mapper;
 pub mod metrics;
 pub mod output;
 pub mod per_request;
+pub mod purpose;
 pub mod replay;
 pub mod scheduler;
 pub mod source;
@@ -17,10 +18,12 @@ pub mod streams;
 pub use error::SimError;
 pub use mapper::{Identity, Mapper};
 pub use metrics::{
-    DeviceReport, Phase, PhaseReport, Report, Summary, TraceDeviceReport, Window, WindowReport,
+    DeviceReport, Phase, PhaseReport, PurposeReport, Report, Summary, TraceDeviceReport, Window,
+    WindowReport,
 };
 pub use output::{device_factory, SimulationOutput};
 pub use per_request::PerRequestWriter;
+pub use purpose::Purpose;
 pub use replay::{Completion, Config, DeviceFactory, Observer, Pacing, Replay};
 pub use scheduler::SchedulerKind;
 pub use source::{require_single_device, Interleave, IterSource, Source, Submission, TraceSource};

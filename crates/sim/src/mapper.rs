@@ -5,11 +5,27 @@
 
 use reblock_device::DevRequest;
 
+use crate::purpose::Purpose;
+
 /// Turns a logical request into the physical extents that serve it.
 pub trait Mapper: Send {
     /// Appends to `out` the extents serving `req`, each in the array's logical space.
     /// They are served in parallel; the request completes with the last of them.
     fn map(&mut self, req: &DevRequest, out: &mut Vec<DevRequest>);
+
+    /// [`Mapper::map`], also saying what each extent is for: `purposes[i]` for `out[i]`
+    /// (both start empty). The request completes, for its response time, with its client
+    /// extents; the others (a replica written from the data it read) go on behind it,
+    /// and their busy time is their purpose's. By default every extent is client data.
+    fn map_for(
+        &mut self,
+        req: &DevRequest,
+        out: &mut Vec<DevRequest>,
+        purposes: &mut Vec<Purpose>,
+    ) {
+        self.map(req, out);
+        purposes.resize(out.len(), Purpose::Client);
+    }
 
     /// The device is about to serve `req`, an extent `map` gave (or several the queue
     /// merged): where to serve it. A read may go to another copy only when it holds

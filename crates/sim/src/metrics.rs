@@ -9,6 +9,8 @@ use hdrhistogram::Histogram;
 use reblock_device::{Drain, Service};
 use serde::Serialize;
 
+use crate::purpose::{Purpose, PurposeTime};
+
 const NS_PER_MS: f64 = 1e6;
 const NS_PER_S: f64 = 1e9;
 
@@ -265,6 +267,35 @@ pub struct Report {
     pub trace_devices: Vec<TraceDeviceReport>,
     pub phases: Vec<PhaseReport>,
     pub windows: Vec<WindowReport>,
+    /// The busy time split by what the I/O was for (client data, replicas, copies),
+    /// each purpose's parts adding up to its busy time and the purposes to the total;
+    /// left out of the JSON when all of it was the client's.
+    #[serde(skip_serializing_if = "all_client")]
+    pub purposes: Vec<PurposeReport>,
+}
+
+/// The device time spent for one [`Purpose`].
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PurposeReport {
+    pub purpose: Purpose,
+    /// Its share of the busy time: its requests' shares of the I/Os that served them,
+    /// and the write-back of its cached writes whenever the drive did it.
+    pub busy_time_s: f64,
+    /// Seek, rotational wait and transfer of its own I/Os (FS2's T_s, T_r, T_t), and
+    /// the rest: controller overhead and the write-back of its cached writes.
+    pub seek_s: f64,
+    pub rotation_s: f64,
+    pub transfer_s: f64,
+    pub other_s: f64,
+    /// What its seeking and transferring drew above idle power (none when a model has
+    /// no power figures).
+    pub energy_above_idle_j: Option<f64>,
+}
+
+fn all_client(purposes: &[PurposeReport]) -> bool {
+    purposes
+        .iter()
+        .all(|p| p.purpose == Purpose::Client || p.busy_time_s == 0.0)
 }
 
 struct DeviceAcc {
@@ -286,6 +317,10 @@ pub(crate) struct Metrics {
     devices: Vec<DeviceAcc>,
     /// Per array of members (one per trace device when replayed per device).
     groups: Vec<(Option<u32>, Acc)>,
+    /// Busy time by purpose.
+    pub(crate) purposes: PurposeTime,
+    /// Whether every member's model has power figures.
+    pub(crate) all_powered: bool,
 }
 
 /// Windows keep fewer digits: there may be thousands of them.
@@ -303,6 +338,8 @@ impl Metrics {
             windows: Vec::new(),
             devices: Vec::new(),
             groups: Vec::new(),
+            purposes: PurposeTime::default(),
+            all_powered: true,
         }
     }
 
@@ -465,7 +502,29 @@ impl Metrics {
                 })
                 .collect(),
             windows: self.window_reports(),
+            purposes: self.purpose_reports(),
         }
+    }
+
+    fn purpose_reports(&self) -> Vec<PurposeReport> {
+        let t = &self.purposes;
+        let s = |ns: u64| ns as f64 / NS_PER_S;
+        Purpose::ALL
+            .iter()
+            .map(|&purpose| {
+                let i = purpose.index();
+                let parts = t.seek_ns[i] + t.rotate_ns[i] + t.transfer_ns[i];
+                PurposeReport {
+                    purpose,
+                    busy_time_s: s(t.busy_ns[i]),
+                    seek_s: s(t.seek_ns[i]),
+                    rotation_s: s(t.rotate_ns[i]),
+                    transfer_s: s(t.transfer_ns[i]),
+                    other_s: s(t.busy_ns[i].saturating_sub(parts)),
+                    energy_above_idle_j: self.all_powered.then_some(t.energy_j[i]),
+                }
+            })
+            .collect()
     }
 
     /// Per trace device: its requests' figures, its members' busy time.

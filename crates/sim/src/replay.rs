@@ -8,12 +8,14 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use reblock_device::{Array, DevRequest, Device, MemberIo};
+use reblock_device::energy::PowerModel;
+use reblock_device::{Array, DevRequest, Device, MemberIo, Service, WriteBackWork};
 use slab::Slab;
 
 use crate::error::SimError;
 use crate::mapper::{Identity, Mapper};
 use crate::metrics::{Metrics, Phase, Report, Window};
+use crate::purpose::{split_by, CachedPurposes, Purpose};
 use crate::scheduler::{Queue, Queued, SchedulerKind, NO_OP, OWN_OP};
 use crate::source::{Source, Submission};
 
@@ -126,6 +128,17 @@ struct Extent {
     left: u32,
     /// Its phases; freed once the last one is issued.
     phases: reblock_device::Phases,
+    /// What it is for: whether it holds its request's response back.
+    purpose: Purpose,
+}
+
+/// A logical request some of whose extents go on behind it (a read whose data is also
+/// written to replicas, [`Purpose::holds_response`]): it responds once the others are
+/// done and is freed once all are (its service time then includes the rest).
+struct Foreground {
+    /// Its extents that hold its response, not done yet.
+    holding: u32,
+    responded_ns: Option<u64>,
 }
 
 /// Set in [`Op::extent`] when the op's extent is its logical request's only one, in one
@@ -200,6 +213,10 @@ struct Member {
     dirty: bool,
     served_ns: u64,
     served_ios: u64,
+    /// Its model's power figures (energy above idle by purpose).
+    power: Option<PowerModel>,
+    /// Sectors waiting in its write-back cache that are not client data.
+    cached: CachedPurposes,
 }
 
 impl Member {
@@ -269,6 +286,12 @@ pub struct Replay {
     /// Closed loop: completions not yet replaced by a new submission.
     refill: usize,
     scratch: Vec<DevRequest>,
+    /// The purposes of `scratch`'s extents.
+    purposes: Vec<Purpose>,
+    /// The write-backs a service reported (a reused buffer).
+    written_back: Vec<WriteBackWork>,
+    /// Requests with extents that go on behind them, by logical id.
+    foreground: rustc_hash::FxHashMap<u32, Foreground>,
 }
 
 impl Replay {
@@ -322,6 +345,9 @@ impl Replay {
             admitted: 0,
             refill: 0,
             scratch: Vec::new(),
+            purposes: Vec::new(),
+            written_back: Vec::new(),
+            foreground: Default::default(),
         };
         replay.add_group(array, devices, None);
         Ok(replay)
@@ -359,7 +385,11 @@ impl Replay {
         for dev in devices {
             self.metrics
                 .add_device(dev.name().to_string(), trace_device, group);
+            let power = dev.power();
+            self.metrics.all_powered &= power.is_some();
             self.members.push(Member {
+                power,
+                cached: CachedPurposes::default(),
                 depth: dev.queue_depth().max(1),
                 parallel: dev.serves_in_parallel(),
                 sole,
@@ -421,10 +451,11 @@ impl Replay {
         // Work the devices still owe (a disk's write-back cache emptying) is busy time
         // too; each device's energy covers it.
         let mut energy = Vec::with_capacity(self.members.len());
-        for (i, m) in self.members.iter_mut().enumerate() {
-            let drain = m.dev.drain();
+        for i in 0..self.members.len() {
+            let drain = self.members[i].dev.drain();
             self.metrics.record_drain(i, drain);
-            energy.push(m.dev.energy_j(makespan_ns.max(drain.end_ns)));
+            self.account_write_backs(i, drain.busy_ns);
+            energy.push(self.members[i].dev.energy_j(makespan_ns.max(drain.end_ns)));
         }
         Ok(self.metrics.report(makespan_ns, merged, energy))
     }
@@ -578,23 +609,28 @@ impl Replay {
             self.counted_windows.insert(lid as u32, window);
         }
         let mut extents = std::mem::take(&mut self.scratch);
+        let mut purposes = std::mem::take(&mut self.purposes);
         extents.clear();
+        purposes.clear();
         if sub.physical {
             extents.push(req);
         } else {
-            self.mapper.map(&req, &mut extents);
+            self.mapper.map_for(&req, &mut extents, &mut purposes);
         }
+        purposes.resize(extents.len(), Purpose::Client);
         self.logical[lid].left = extents.len() as u32;
         if extents.is_empty() {
             self.finish_logical(lid, now_ns, observer)?;
         }
+        self.note_foreground(lid, &purposes, now_ns);
         let first_member = self.groups[group].first_member;
-        for e in &extents {
+        for (e, &purpose) in extents.iter().zip(&purposes) {
             let mut phases = self.groups[group].array.map(e);
             if first_member > 0 {
                 offset_members(&mut phases, first_member);
             }
-            if extents.len() == 1 && phases.len() == 1 && !phases[0].is_empty() {
+            let alone = extents.len() == 1 && purpose == Purpose::Client;
+            if alone && phases.len() == 1 && !phases[0].is_empty() {
                 let ios = phases.pop().expect("one phase");
                 self.logical[lid].left = ios.len() as u32;
                 self.queue_ios(ios, OWN_EXTENT | lid as u32, now_ns);
@@ -605,11 +641,56 @@ impl Replay {
                 phase: 0,
                 left: 0,
                 phases,
+                purpose,
             });
             self.start_phase(eid, now_ns, observer)?;
         }
         self.scratch = extents;
+        self.purposes = purposes;
         Ok(())
+    }
+
+    /// Request `lid` has extents of `purposes`: when some go on behind it, its response
+    /// waits only for the others (for none: it responds now).
+    fn note_foreground(&mut self, lid: usize, purposes: &[Purpose], now_ns: u64) {
+        let holding = purposes.iter().filter(|p| p.holds_response()).count();
+        if holding == purposes.len() {
+            return;
+        }
+        let f = Foreground {
+            holding: holding as u32,
+            responded_ns: None,
+        };
+        self.foreground.insert(lid as u32, f);
+        if holding == 0 {
+            self.respond(lid, now_ns);
+        }
+    }
+
+    /// An extent of request `lid` that holds its response is done: the request
+    /// responds with the last.
+    fn holding_extent_done(&mut self, lid: usize, now_ns: u64) {
+        let Some(f) = self.foreground.get_mut(&(lid as u32)) else {
+            return;
+        };
+        f.holding -= 1;
+        if f.holding == 0 {
+            self.respond(lid, now_ns);
+        }
+    }
+
+    /// Request `lid` responds at `now_ns`: its response time is counted (and, closed
+    /// loop, the next request may come).
+    fn respond(&mut self, lid: usize, now_ns: u64) {
+        let window = self.window_of(lid);
+        let l = &self.logical[lid];
+        let group = self.group_of_index(l.device);
+        let response_ns = now_ns - l.arrival_ns;
+        (self.metrics).record_response(l.phase, window, group, l.write, response_ns);
+        self.refill += 1;
+        if let Some(f) = self.foreground.get_mut(&(lid as u32)) {
+            f.responded_ns = Some(now_ns);
+        }
     }
 
     /// The index of trace device `device` in [`Replay::devices`] and its group, both
@@ -727,7 +808,11 @@ impl Replay {
         now_ns: u64,
         observer: &mut dyn Observer,
     ) -> Result<(), SimError> {
-        let lid = self.extents.remove(eid).logical as usize;
+        let ext = self.extents.remove(eid);
+        let lid = ext.logical as usize;
+        if ext.purpose.holds_response() {
+            self.holding_extent_done(lid, now_ns);
+        }
         let l = &mut self.logical[lid];
         l.left -= 1;
         if l.left == 0 {
@@ -742,7 +827,11 @@ impl Replay {
         now_ns: u64,
         observer: &mut dyn Observer,
     ) -> Result<(), SimError> {
-        let window = self.window_of(lid);
+        let responded = (self.foreground.remove(&(lid as u32))).and_then(|f| f.responded_ns);
+        if responded.is_none() {
+            self.respond(lid, now_ns);
+        }
+        let end_ns = responded.unwrap_or(now_ns);
         self.counted_windows.remove(&(lid as u32));
         let l = self.logical.remove(lid);
         let number = match l.number {
@@ -754,12 +843,8 @@ impl Replay {
             service_ns: 0,
             member: u32::MAX,
         });
-        let response_ns = now_ns - l.arrival_ns;
-        let group = self.group_of_index(l.device);
-        self.metrics
-            .record_response(l.phase, window, group, l.write, response_ns);
+        // The replay lasts until its last I/O, whatever it was for.
         self.last_completion_ns = self.last_completion_ns.max(now_ns);
-        self.refill += 1;
         observer.on_completion(&Completion {
             number,
             phase: l.phase,
@@ -769,8 +854,8 @@ impl Replay {
             trace_device: self.devices[usize::from(l.device)].0,
             member: s.member,
             arrival_ns: l.arrival_ns,
-            start_ns: s.start_ns.min(now_ns),
-            completion_ns: now_ns,
+            start_ns: s.start_ns.min(end_ns),
+            completion_ns: end_ns,
             service_ns: s.service_ns,
         })
     }
@@ -847,6 +932,7 @@ impl Replay {
             done_ns,
         });
         self.events.push(Reverse((done_ns, member, slot)));
+        self.account_purposes(member, &io, &svc);
         let mut op = io.first_op;
         let first = self.logical_of(op);
         let (phase, window) = (self.logical[first].phase, self.window_of(first));
@@ -862,6 +948,84 @@ impl Replay {
                 member: member as u32,
             });
             op = self.members[member].queue.next_op(op);
+        }
+    }
+
+    /// Sums the busy time of I/O `io` just started on `member` (its service `svc`) by
+    /// purpose: the write-backs the drive ran in it are their writes', the rest is
+    /// shared among the requests merged into it by their sectors, as their service
+    /// times are (so a merged I/O of mixed purposes splits by sectors).
+    fn account_purposes(&mut self, member: usize, io: &Queued, svc: &Service) {
+        let busy_ns = svc.total_ns + svc.background_ns;
+        let own_ns = busy_ns - self.account_write_backs(member, busy_ns);
+        let mut sectors = [0u64; 3];
+        let mut op = io.first_op;
+        while op != NO_OP {
+            let (extent, n, _) = self.op_parts(op);
+            sectors[self.purpose_of_extent(extent).index()] += u64::from(n);
+            op = self.members[member].queue.next_op(op);
+        }
+        let m = &mut self.members[member];
+        let mixed = sectors[Purpose::Client.index()] != u64::from(io.req.sectors);
+        if svc.write_cached && (mixed || !m.cached.is_empty()) {
+            self.note_cached(member, io);
+        }
+        let m = &self.members[member];
+        let busy = split_by(own_ns, &sectors);
+        let seek = split_by(svc.seek_ns, &sectors);
+        let rotate = split_by(svc.rotate_ns, &sectors);
+        let transfer = split_by(svc.transfer_ns, &sectors);
+        for p in Purpose::ALL {
+            let i = p.index();
+            let parts = (seek[i], rotate[i], transfer[i]);
+            (self.metrics.purposes).add(
+                p,
+                busy[i],
+                parts,
+                (seek[i], transfer[i]),
+                m.power.as_ref(),
+            );
+        }
+    }
+
+    /// The write-backs `member` reported for its last service or drain (of busy time
+    /// `busy_ns`), added to their writes' purposes: returns the busy time they took;
+    /// after a drain the rest (none on the models) is the client's.
+    fn account_write_backs(&mut self, member: usize, busy_ns: u64) -> u64 {
+        let mut work = std::mem::take(&mut self.written_back);
+        work.clear();
+        let m = &mut self.members[member];
+        m.dev.take_write_backs(&mut work);
+        let took = if work.is_empty() {
+            0
+        } else {
+            (m.cached).account(&work, busy_ns, &mut self.metrics.purposes, m.power.as_ref())
+        };
+        self.written_back = work;
+        took
+    }
+
+    /// Cached write `io` on `member`: its sectors are its requests' purposes' until the
+    /// drive writes them back (merged requests follow each other in sector order).
+    fn note_cached(&mut self, member: usize, io: &Queued) {
+        let mut at = io.req.sector;
+        let mut op = io.first_op;
+        while op != NO_OP {
+            let (extent, n, _) = self.op_parts(op);
+            let p = self.purpose_of_extent(extent);
+            let m = &mut self.members[member];
+            m.cached.cache(at, at + u64::from(n), p);
+            at += u64::from(n);
+            op = m.queue.next_op(op);
+        }
+    }
+
+    /// What the extent of [`Op::extent`] `extent` is for.
+    fn purpose_of_extent(&self, extent: u32) -> Purpose {
+        if extent & OWN_EXTENT != 0 {
+            Purpose::Client
+        } else {
+            self.extents[extent as usize].purpose
         }
     }
 

@@ -231,4 +231,10 @@ impl Device for Logged {
     fn drain(&mut self) -> Drain {
         self.0.drain()
     }
+    fn take_write_backs(&mut self, out: &mut Vec<reblock_device::WriteBackWork>) {
+        self.0.take_write_backs(out)
+    }
+    fn power(&self) -> Option<reblock_device::energy::PowerModel> {
+        self.0.power()
+    }
 }
