@@ -457,15 +457,24 @@ fn evaluate_fs2_replicates_into_free_space_and_reports_access_time() {
     );
     assert!(f(fs2, "energy_j") <= f(van, "energy_j"));
     assert!(f(fs2, "hit_rate") > 0.0);
-    for p in [van, fs2] {
-        let a = &p["access_time"];
-        let parts: f64 = ["seek_s", "rotation_s", "transfer_s", "other_s"]
+    let parts = |a: &Value| -> f64 {
+        ["seek_s", "rotation_s", "transfer_s", "other_s"]
             .iter()
             .map(|k| f(a, k))
-            .sum();
-        assert!((parts - f(p, "busy_time_s")).abs() < 1e-6, "{a}");
+            .sum()
+    };
+    for p in [van, fs2] {
+        let a = &p["access_time"];
+        assert!((parts(a) - f(p, "busy_time_s")).abs() < 1e-6, "{a}");
     }
     assert!(f(&fs2["access_time"], "seek_s") < f(&van["access_time"], "seek_s"));
+    // The replica writes are reconfiguration; FS2's T_A covers the client's requests.
+    assert!(f(fs2, "replica_busy_time_s") > 0.0);
+    assert!(f(fs2, "reconfig_busy_time_s") >= f(fs2, "replica_busy_time_s"));
+    for p in [van, fs2] {
+        let a = &p["client_access_time"];
+        assert!((parts(a) - f(p, "normal_busy_time_s")).abs() < 1e-6, "{a}");
+    }
 
     let none: Value = serde_json::from_slice(&run("0").stdout).unwrap();
     assert_eq!(

@@ -351,4 +351,7 @@ impl Device for Ssd {
     fn energy_j(&self, elapsed_ns: u64) -> Option<f64> {
         self.power.map(|p| p.energy_j(elapsed_ns, self.activity))
     }
+    fn power(&self) -> Option<crate::energy::PowerModel> {
+        self.power
+    }
 }

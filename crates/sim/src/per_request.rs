@@ -12,9 +12,9 @@
 //! | member        | UInt32 | first member device that served it                    |
 //! | arrival_ns    | UInt64 | simulated arrival                                     |
 //! | start_ns      | UInt64 | start of its first device I/O                         |
-//! | completion_ns | UInt64 | end of its last device I/O                            |
+//! | completion_ns | UInt64 | end of its last device I/O (that it waits for: not a replica written from its data) |
 //! | response_ns   | UInt64 | completion_ns - arrival_ns                            |
-//! | service_ns    | UInt64 | its share of device service time                      |
+//! | service_ns    | UInt64 | its share of device service time (replica writes made from its data included) |
 
 use std::fs::File;
 use std::io::{BufWriter, Write};

@@ -71,9 +71,11 @@ pub struct Completion {
     pub arrival_ns: u64,
     /// When its first device I/O started.
     pub start_ns: u64,
+    /// When it responded: its last device I/O, but for extents that go on behind it
+    /// (a replica written from its data, [`crate::Purpose::holds_response`]).
     pub completion_ns: u64,
     /// Its share of the service time of the device I/Os that served it (a merged I/O's
-    /// time is shared by sectors).
+    /// time is shared by sectors), those that went on behind it included.
     pub service_ns: u64,
 }
 
