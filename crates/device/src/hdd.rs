@@ -65,6 +65,9 @@ pub struct Hdd {
     write_back_req: Option<DevRequest>,
     /// The write-backs the last service or drain counted ([`Device::take_write_backs`]).
     written_back: Vec<WriteBackWork>,
+    /// The write-backs of the plan being served: (start, end, seek ns, transfer ns),
+    /// oldest first (a buffer kept between services so that none allocates).
+    spans: RefCell<Vec<(f64, f64, f64, f64)>>,
     /// End of the last service: busy time is counted up to here.
     served_until_ns: f64,
     places: Places,
@@ -161,12 +164,11 @@ enum Plan {
 
 /// The write-backs of cached writes a service runs: in the idle time before it, and to
 /// make room for a write. Computed without changing the drive.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default)]
 struct WriteBacks {
-    /// Whether to keep `spans` (a service, not an estimate).
+    /// Whether to keep each write-back's span in [`Hdd::spans`] (a service, not an
+    /// estimate).
     record: bool,
-    /// Each write-back: (start, end, seek ns, transfer ns), oldest first.
-    spans: Vec<(f64, f64, f64, f64)>,
     /// How many of the oldest waiting writes, and their sectors.
     count: usize,
     sectors: u64,
@@ -229,6 +231,7 @@ impl Hdd {
             write_back: (0.0, 0.0),
             write_back_req: None,
             written_back: Vec::new(),
+            spans: RefCell::default(),
             served_until_ns: 0.0,
             places: Places::default(),
             candidates: RefCell::default(),
@@ -421,7 +424,7 @@ impl Hdd {
         wb.transfer_ns += m.transfer_ns;
         wb.cylinders += m.cylinders;
         if wb.record {
-            wb.spans.push((start, m.end_ns, m.seek_ns, m.transfer_ns));
+            (self.spans.borrow_mut()).push((start, m.end_ns, m.seek_ns, m.transfer_ns));
         }
         wb.last
     }
@@ -429,6 +432,9 @@ impl Hdd {
     /// The write-backs the drive runs while idle before `start`: from the end of the last
     /// service, oldest first, each once the previous one is done.
     fn idle_write_backs(&self, start: f64, record: bool) -> WriteBacks {
+        if record {
+            self.spans.borrow_mut().clear();
+        }
         let mut wb = WriteBacks {
             record,
             last: self.write_back,
@@ -686,12 +692,12 @@ impl Hdd {
         self.order_write_backs();
     }
 
-    /// Keeps, for [`Device::take_write_backs`], the part of each write-back of `wb` (and
-    /// of one still running from before) that lies in the busy time of a service from
+    /// Keeps, for [`Device::take_write_backs`], the part of each write-back the plan just
+    /// made ([`Hdd::spans`]; and of one still running from before) that lies in the busy time of a service from
     /// `start` to `end`: the idle time since the last service, then the service itself.
-    /// Called before `wb` is committed (the dirty writes it writes back are still the
-    /// oldest waiting).
-    fn note_written_back(&mut self, wb: &WriteBacks, start: f64, end: f64) {
+    /// Called before the plan is committed (the dirty writes it writes back are still
+    /// the oldest waiting).
+    fn note_written_back(&mut self, start: f64, end: f64) {
         self.written_back.clear();
         let from = self.served_until_ns;
         let busy = |span: (f64, f64)| overlap(span, from, start) + overlap(span, start, end);
@@ -707,7 +713,7 @@ impl Hdd {
         let Some(c) = self.cache.as_ref() else {
             return;
         };
-        for (i, &(a, b, seek, transfer)) in wb.spans.iter().enumerate() {
+        for (i, &(a, b, seek, transfer)) in self.spans.borrow().iter().enumerate() {
             let req = *c.dirty.get(i).expect("a write-back of a waiting write");
             self.written_back.push(WriteBackWork {
                 req,
@@ -800,7 +806,7 @@ impl Device for Hdd {
     fn service(&mut self, start_ns: u64, req: &DevRequest) -> Service {
         let (s, wb, plan) = self.plan(start_ns, req, true);
         let start = start_ns as f64;
-        self.note_written_back(&wb, start, start + s.total_ns as f64);
+        self.note_written_back(start, start + s.total_ns as f64);
         self.commit(start_ns, req, &s, &wb, plan);
         s
     }
@@ -858,7 +864,7 @@ impl Device for Hdd {
     /// its last request.
     fn drain(&mut self) -> Drain {
         let mut wb = self.idle_write_backs(f64::INFINITY, true);
-        self.note_written_back(&wb, f64::INFINITY, f64::INFINITY);
+        self.note_written_back(f64::INFINITY, f64::INFINITY);
         // Both parts of a write-back in progress: `idle_write_backs` counts what ran after
         // the last service up to its own end.
         let busy = wb.idle_ns;

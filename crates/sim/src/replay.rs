@@ -294,6 +294,9 @@ pub struct Replay {
     written_back: Vec<WriteBackWork>,
     /// Requests with extents that go on behind them, by logical id.
     foreground: rustc_hash::FxHashMap<u32, Foreground>,
+    /// Extents in flight that are not client data: while there are none, every I/O's
+    /// time is the client's without looking at its requests.
+    tagged_extents: usize,
 }
 
 impl Replay {
@@ -350,6 +353,7 @@ impl Replay {
             purposes: Vec::new(),
             written_back: Vec::new(),
             foreground: Default::default(),
+            tagged_extents: 0,
         };
         replay.add_group(array, devices, None);
         Ok(replay)
@@ -638,6 +642,7 @@ impl Replay {
                 self.queue_ios(ios, OWN_EXTENT | lid as u32, now_ns);
                 continue;
             }
+            self.tagged_extents += usize::from(purpose != Purpose::Client);
             let eid = self.extents.insert(Extent {
                 logical: lid as u32,
                 phase: 0,
@@ -812,6 +817,7 @@ impl Replay {
     ) -> Result<(), SimError> {
         let ext = self.extents.remove(eid);
         let lid = ext.logical as usize;
+        self.tagged_extents -= usize::from(ext.purpose != Purpose::Client);
         if ext.purpose.holds_response() {
             self.holding_extent_done(lid, now_ns);
         }
@@ -960,6 +966,14 @@ impl Replay {
     fn account_purposes(&mut self, member: usize, io: &Queued, svc: &Service) {
         let busy_ns = svc.total_ns + svc.background_ns;
         let own_ns = busy_ns - self.account_write_backs(member, busy_ns);
+        let m = &self.members[member];
+        if self.tagged_extents == 0 && m.cached.is_empty() {
+            // The usual replay: all of it is the client's.
+            let parts = (svc.seek_ns, svc.rotate_ns, svc.transfer_ns);
+            let activity = (svc.seek_ns, svc.transfer_ns);
+            (self.metrics.purposes).add(Purpose::Client, own_ns, parts, activity, m.power.as_ref());
+            return;
+        }
         let mut sectors = [0u64; 3];
         let mut op = io.first_op;
         while op != NO_OP {
