@@ -396,12 +396,40 @@ impl Replicated {
     }
 }
 
+impl Replicated {
+    /// Copies every replica still waiting for its original's read, now, as BORG copies
+    /// its pages at a reconfiguration: the originals read (in address order, through the
+    /// copy scheduler's staging batches), the replicas written, all of it the
+    /// reconfiguration phase's I/O. Made in the idle time between phases, a replica then
+    /// serves the first read of its original in the next phase, not the one after: a
+    /// plan made after one day of a start-up serves the next day. This is reblock's
+    /// addition to FS2, which only writes replicas from the application's reads; the
+    /// admission chooses between the two per plan.
+    pub fn copy_pending(&mut self, opts: &ScheduleOptions) -> CopyIo {
+        let pairs = self.set.take_every_pending();
+        let geo = *self.base.geometry();
+        let batch = opts.staging_pages.max(1) as usize;
+        let io = crate::layout::copy_data_pages(&geo, &pairs, opts, batch);
+        let written: Vec<u64> = pairs.iter().map(|p| p.1).collect();
+        self.set.mark_written(&written);
+        io
+    }
+}
+
 /// Sets how `layout`'s replicas route arriving reads and how long their data waits to
 /// be written (other layouts have none).
 pub fn set_routing(layout: &mut Layout, (routing, write_behind): (ReadRouting, WriteBehind)) {
     if let Layout::Replicated(r) = layout {
         r.routing = routing;
         r.write_behind = write_behind;
+    }
+}
+
+/// [`Replicated::copy_pending`] of `layout`'s replicas (other layouts have none to copy).
+pub fn copy_pending_replicas(layout: &mut Layout, opts: &ScheduleOptions) -> CopyIo {
+    match layout {
+        Layout::Replicated(r) => r.copy_pending(opts),
+        _ => CopyIo::default(),
     }
 }
 
