@@ -35,7 +35,7 @@ impl PageWeights {
     where
         R: std::borrow::Borrow<Request>,
     {
-        let replicated = (placement.replicas.iter()).flat_map(|r| r.fs_page..r.fs_page + r.pages);
+        let replicated = crate::replicas::replica_pages(placement).map(|(page, _)| page);
         let mut weights: FxHashMap<u64, f64> = (placement.page_pairs().map(|(page, _)| page))
             .chain(replicated)
             .map(|page| (page, 0.0))
@@ -66,21 +66,10 @@ impl PageWeights {
     /// replica copied at a reconfiguration costs a read and a write, so, as for the
     /// region, a page of a large read-ahead pays less than its copy.
     pub fn replicas_at_least(&self, placement: &Placement, floor: f64) -> Placement {
-        let mut replicas: Vec<PlacedRange> = Vec::new();
-        let pages = (placement.replicas.iter())
-            .flat_map(|r| (r.fs_page..r.fs_page + r.pages).map(move |p| (p, r.target)));
-        for (page, target) in pages.filter(|&(p, _)| self.weight(p) >= floor) {
-            match replicas.last_mut() {
-                Some(r) if r.fs_page + r.pages == page && r.target == target => r.pages += 1,
-                _ => replicas.push(PlacedRange {
-                    fs_page: page,
-                    pages: 1,
-                    target,
-                }),
-            }
-        }
+        let kept =
+            crate::replicas::replica_pages(placement).filter(|&(p, _)| self.weight(p) >= floor);
         Placement {
-            replicas,
+            replicas: crate::replicas::replica_ranges_of(kept),
             ..placement.clone()
         }
     }
