@@ -464,11 +464,30 @@ impl Permuted {
             .collect();
         moves.sort_unstable();
         moves.dedup();
-        let ps = self.geo.page.sectors();
-        let mut extent_moves = Vec::with_capacity(moves.len());
-        for &(from, to) in &moves {
-            let src = PageRun::new(Region::Data, from, 1).device_extents(&self.geo);
-            let dst = PageRun::new(Region::Data, to, 1).device_extents(&self.geo);
+        let io = copy_data_pages(&self.geo, &moves, opts, moves.len());
+        self.location = next;
+        io
+    }
+}
+
+/// The copies of data-area pages `moves` (from, to), in batches of `batch_pages` moves
+/// through the copy scheduler: each batch reads its sources, merged and in address
+/// order, then writes its destinations (a permutation needs one batch: it may move a
+/// page onto one not yet read; FS2's replicas copied at a reconfiguration go in batches
+/// of the staging buffer, their destinations being free pages nobody reads).
+pub(crate) fn copy_data_pages(
+    geo: &Geometry,
+    moves: &[(u64, u64)],
+    opts: &ScheduleOptions,
+    batch_pages: usize,
+) -> CopyIo {
+    let ps = geo.page.sectors();
+    let mut requests = Vec::new();
+    for batch in moves.chunks(batch_pages.max(1)) {
+        let mut extent_moves = Vec::with_capacity(batch.len());
+        for &(from, to) in batch {
+            let src = PageRun::new(Region::Data, from, 1).device_extents(geo);
+            let dst = PageRun::new(Region::Data, to, 1).device_extents(geo);
             debug_assert!(src.len() == 1 && dst.len() == 1 && src[0].sectors == ps);
             extent_moves.push(ExtentMove {
                 src: src[0],
@@ -476,18 +495,14 @@ impl Permuted {
             });
         }
         let batch = CopyBatch::of_moves(extent_moves, opts);
-        let io = CopyIo {
-            requests: batch
-                .requests(opts.max_io_sectors)
-                .iter()
-                .map(dev_request)
-                .collect(),
-            diff_pages: moves.len() as u64,
-            destage_pages: 0,
-            bytes_moved: moves.len() as u64 * self.geo.page.bytes(),
-        };
-        self.location = next;
-        io
+        let cut = batch.requests(opts.max_io_sectors);
+        requests.extend(cut.iter().map(dev_request));
+    }
+    CopyIo {
+        requests,
+        diff_pages: moves.len() as u64,
+        destage_pages: 0,
+        bytes_moved: moves.len() as u64 * geo.page.bytes(),
     }
 }
 

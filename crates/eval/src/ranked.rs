@@ -35,9 +35,10 @@ impl PageWeights {
     where
         R: std::borrow::Borrow<Request>,
     {
-        let mut weights: FxHashMap<u64, f64> = placement
-            .page_pairs()
-            .map(|(page, _)| (page, 0.0))
+        let replicated = crate::replicas::replica_pages(placement).map(|(page, _)| page);
+        let mut weights: FxHashMap<u64, f64> = (placement.page_pairs().map(|(page, _)| page))
+            .chain(replicated)
+            .map(|page| (page, 0.0))
             .collect();
         let ps = u64::from(page_sectors.max(1));
         for r in requests {
@@ -57,6 +58,20 @@ impl PageWeights {
     /// The weight of `page` (0 for a page not in the placement or never touched).
     pub fn weight(&self, page: u64) -> f64 {
         self.weights.get(&page).copied().unwrap_or(0.0)
+    }
+
+    /// `placement` with only the FS2 replicas of pages that weigh at least `floor`, in
+    /// the placement's order and each still near its own target (the free space nearest
+    /// the target takes them one after another, so those kept stay in use order). A
+    /// replica copied at a reconfiguration costs a read and a write, so, as for the
+    /// region, a page of a large read-ahead pays less than its copy.
+    pub fn replicas_at_least(&self, placement: &Placement, floor: f64) -> Placement {
+        let kept =
+            crate::replicas::replica_pages(placement).filter(|&(p, _)| self.weight(p) >= floor);
+        Placement {
+            replicas: crate::replicas::replica_ranges_of(kept),
+            ..placement.clone()
+        }
     }
 
     /// The pages of `placement` that weigh at least `floor`, in the placement's order and
@@ -148,6 +163,13 @@ mod tests {
         assert_eq!(w.at_least(&p, 0.0), p);
         assert_eq!(w.at_least(&p, 0.25).pages(), 7);
         assert_eq!(w.at_least(&p, 2.0).pages(), 0);
+        // FS2's replicas are cut by the same weights, each keeping its target.
+        let mut fs2 = placement(&[]);
+        fs2.replicas = placement(&[(100, 2, 7), (10, 4, 7), (50, 1, 9)]).ranges;
+        let wr = PageWeights::of(&fs2, reqs, 8);
+        let cut = wr.replicas_at_least(&fs2, 0.5);
+        assert_eq!(cut.replicas, placement(&[(100, 2, 7), (50, 1, 9)]).ranges);
+        assert_eq!(wr.replicas_at_least(&fs2, 0.25), fs2);
         // A permutation is never cut.
         let mut perm = p.clone();
         perm.space = TargetSpace::DataArea;

@@ -14,14 +14,15 @@
 //! workload best. A write drops the replicas of the pages it writes (FS2 makes no
 //! update writes) and takes back any free page it lands on, replica or not; the
 //! watermarks reclaim replicas when writes eat the free space. Replicas are reserved at
-//! a reconfiguration and written from the application's next reads of their originals,
-//! in batches; that cost is charged to the phase that pays it and weighed by the same
-//! admission as every other policy's copies.
+//! a reconfiguration and either written from the application's next reads of their
+//! originals, in batches (FS2's way; charged to the normal phase that pays it), or
+//! copied at once ([`Replicated::copy_pending`]; the reconfiguration's copies): the
+//! admission weighs both as it weighs every other policy's copies.
 
 use reblock_device::DevRequest;
 use reblock_freespace::{FreeExtents, ReplicaSet, Watermarks};
 use reblock_layout::{Geometry, PhysIo, ScheduleOptions};
-use reblock_plan::Placement;
+use reblock_plan::{PlacedRange, Placement};
 use rustc_hash::FxHashSet;
 use std::collections::VecDeque;
 
@@ -402,6 +403,26 @@ impl Replicated {
     }
 }
 
+impl Replicated {
+    /// Copies every replica still waiting for its original's read, now, as BORG copies
+    /// its pages at a reconfiguration: the originals read (in address order, through the
+    /// copy scheduler's staging batches), the replicas written, all of it the
+    /// reconfiguration phase's I/O. Made in the idle time between phases, a replica then
+    /// serves the first read of its original in the next phase, not the one after: a
+    /// plan made after one day of a start-up serves the next day. This is reblock's
+    /// addition to FS2, which only writes replicas from the application's reads; the
+    /// admission chooses between the two per plan.
+    pub fn copy_pending(&mut self, opts: &ScheduleOptions) -> CopyIo {
+        let pairs = self.set.take_every_pending();
+        let geo = *self.base.geometry();
+        let batch = opts.staging_pages.max(1) as usize;
+        let io = crate::layout::copy_data_pages(&geo, &pairs, opts, batch);
+        let written: Vec<u64> = pairs.iter().map(|p| p.1).collect();
+        self.set.mark_written(&written);
+        io
+    }
+}
+
 /// Sets how `layout`'s replicas route arriving reads and how long their data waits to
 /// be written (other layouts have none).
 pub fn set_routing(layout: &mut Layout, (routing, write_behind): (ReadRouting, WriteBehind)) {
@@ -409,6 +430,50 @@ pub fn set_routing(layout: &mut Layout, (routing, write_behind): (ReadRouting, W
         r.routing = routing;
         r.write_behind = write_behind;
     }
+}
+
+/// [`Replicated::copy_pending`] of `layout`'s replicas (other layouts have none to copy).
+pub fn copy_pending_replicas(layout: &mut Layout, opts: &ScheduleOptions) -> CopyIo {
+    match layout {
+        Layout::Replicated(r) => r.copy_pending(opts),
+        _ => CopyIo::default(),
+    }
+}
+
+/// `placement` without the replicas of pages its region (BORG's read cache) holds: a
+/// read of such a page is served from the region, never from a replica.
+pub fn outside_region(mut placement: Placement) -> Placement {
+    if placement.ranges.is_empty() || placement.replicas.is_empty() {
+        return placement;
+    }
+    let held: FxHashSet<u64> = placement.fs_pages().into_iter().collect();
+    let kept = replica_pages(&placement).filter(|(p, _)| !held.contains(p));
+    placement.replicas = replica_ranges_of(kept);
+    placement
+}
+
+/// Each page `placement` replicates, with the page its replica should lie near, in the
+/// placement's order.
+pub(crate) fn replica_pages(placement: &Placement) -> impl Iterator<Item = (u64, u64)> + '_ {
+    (placement.replicas.iter())
+        .flat_map(|r| (r.fs_page..r.fs_page + r.pages).map(move |p| (p, r.target)))
+}
+
+/// (page, target) pairs, in order, as replica ranges: consecutive pages with one target
+/// make one range.
+pub(crate) fn replica_ranges_of(pages: impl Iterator<Item = (u64, u64)>) -> Vec<PlacedRange> {
+    let mut ranges: Vec<PlacedRange> = Vec::new();
+    for (page, target) in pages {
+        match ranges.last_mut() {
+            Some(l) if l.fs_page + l.pages == page && l.target == target => l.pages += 1,
+            _ => ranges.push(PlacedRange {
+                fs_page: page,
+                pages: 1,
+                target,
+            }),
+        }
+    }
+    ranges
 }
 
 /// The pages `[first, end)` that `sectors` sectors from `sector` touch (in the
@@ -822,6 +887,27 @@ mod tests {
         assert_eq!(replayed(streams, &reqs), (1, 8));
         // Queued home, each is taken on its own (to a replica or not).
         assert_eq!(replayed(dispatch, &reqs).0, 8);
+    }
+
+    #[test]
+    fn a_part_drops_the_replicas_of_pages_its_region_holds() {
+        let mut placement = Placement::empty("borg+fs2", &Default::default());
+        let range = |fs_page, pages, target| PlacedRange {
+            fs_page,
+            pages,
+            target,
+        };
+        placement.ranges = vec![range(11, 2, 0)];
+        placement.replicas = vec![range(10, 4, 500), range(20, 1, 500)];
+        let part = outside_region(placement.clone());
+        assert_eq!(
+            part.replicas,
+            vec![range(10, 1, 500), range(13, 1, 500), range(20, 1, 500)]
+        );
+        assert_eq!(part.ranges, placement.ranges);
+        // Without a region, every replica stays.
+        placement.ranges.clear();
+        assert_eq!(outside_region(placement.clone()), placement);
     }
 
     trait WithSectors {

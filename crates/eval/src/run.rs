@@ -29,7 +29,7 @@ use crate::online;
 use crate::planner::PlanCost;
 use crate::ranked::{PageWeights, PARTIAL_REQUEST_PAGES};
 use crate::replay::{self, Measured, Profile};
-use crate::replicas::{set_routing, ReadRouting, Replicated, WriteBehind};
+use crate::replicas::{copy_pending_replicas, set_routing, ReadRouting, Replicated, WriteBehind};
 use crate::results::{Admission, Choice, PhaseKind, PhaseResult, PolicyResult};
 use crate::workload::Workload;
 use crate::EvalError;
@@ -502,7 +502,7 @@ impl<'a> Runner<'a> {
         let mut home = placement.clone();
         home.ranges.clear();
         home.replicas.clear();
-        let home = self.moved_to(layout, &home)?;
+        let home = self.moved_to(layout, &home, false)?;
         let keep_only = online::unplanned(
             (&keep, &plain),
             (tail.len(), self.recurrence_of(tail)),
@@ -516,6 +516,7 @@ impl<'a> Runner<'a> {
             (&keep_only, &keep),
         )?;
         let best = online::best_part(&shares, &trials, scale).expect("at least the whole plan");
+
         let plan = moved.swap_remove(best);
         let admission = shares[best];
         let (plan_s, plain_s, keep_s) = (
@@ -577,7 +578,7 @@ impl<'a> Runner<'a> {
             let mut trial = layout.clone();
             trial.reconfigure(&layout.stable(&tried_part), &self.schedule)?;
             let tried = self.predict_plan(trial, tail)?;
-            let mut plan = self.moved_to(layout, &layout.stable(&part))?;
+            let mut plan = self.moved_to(layout, &layout.stable(&part), false)?;
             if let Some(routing) = tried.routing {
                 set_routing(&mut plan.0, routing);
             }
@@ -593,7 +594,52 @@ impl<'a> Runner<'a> {
             moved.push(plan);
             trials.push((tried.profile, tried.making_s <= 0.0));
         }
+        for (part, tried_part) in self.copied_cuts((raw, early), tail) {
+            let mut trial = layout.clone();
+            trial.reconfigure(&layout.stable(&tried_part), &self.schedule)?;
+            if !has_pending_replicas(&trial) {
+                continue;
+            }
+            let (profile, plan) = self.copied_now(layout, trial, &part, tail)?;
+            let share = (part.pages() as f64 / whole).min(1.0);
+            let paired = (keep, &profile, scale);
+            shares.push(online::with_trial(keep_only, paired, (share, plan.2), true));
+            moved.push(plan);
+            trials.push((profile, true));
+        }
         Ok((shares, moved, trials))
+    }
+
+    /// FS2's plan `part` with its replicas copied at the reconfiguration
+    /// ([`Replicated::copy_pending`]) instead of written from the next reads of their
+    /// originals: the trial (`trial`, the layout with the tried part's replicas
+    /// reserved) copied the same way, replayed once on `tail` with each way of routing
+    /// arriving reads, and the plan moved to with the routing that served it best, its
+    /// copies (the base layout's and the replicas') one reconfiguration. The admission
+    /// weighs it beside the written-when-read plan by the same rule: the copies count
+    /// once, and no reuse period applies, since every replica is in place before the
+    /// next phase's first read.
+    fn copied_now(
+        &self,
+        layout: &Layout,
+        mut trial: Layout,
+        part: &Placement,
+        tail: RequestSpan<'_>,
+    ) -> Result<(Profile, (Layout, CopyIo, f64)), EvalError> {
+        copy_pending_replicas(&mut trial, &self.schedule);
+        let mut best: Option<(Profile, ReadRouting)> = None;
+        for routing in [ReadRouting::Streams, ReadRouting::Dispatch] {
+            let mut t = trial.clone();
+            set_routing(&mut t, (routing, WriteBehind::Prompt));
+            let profile = self.shadow_profile(t, tail)?;
+            if best.as_ref().is_none_or(|(b, _)| profile.busy_s < b.busy_s) {
+                best = Some((profile, routing));
+            }
+        }
+        let (profile, routing) = best.expect("two routings tried");
+        let mut plan = self.moved_to(layout, &layout.stable(part), true)?;
+        set_routing(&mut plan.0, (routing, WriteBehind::Prompt));
+        Ok((profile, plan))
     }
 
     /// The plans competing at a reconfiguration, each as (the part of `raw` placed, the
@@ -610,26 +656,66 @@ impl<'a> Runner<'a> {
         if raw.space != TargetSpace::ReadCache || raw.ranges.is_empty() {
             return parts;
         }
-        let reqs = self.w.requests.span();
-        let end = tail.first_index() + tail.len();
-        let page = self.cfg.page_sectors;
-        let weights = PageWeights::of(raw, reqs.sub(..end).iter(), page);
-        let (early, tried) = match early {
-            None => (raw, weights.clone()),
-            Some(e) => (
-                e,
-                PageWeights::of(e, reqs.sub(..tail.first_index()).iter(), page),
-            ),
-        };
+        let (weights, early, tried) = self.plan_weights((raw, early), tail);
         for n in PARTIAL_REQUEST_PAGES {
             let floor = 1.0 / n as f64;
             let part = weights.at_least(raw, floor);
             let fewer = parts.last().is_some_and(|p| part.pages() < p.0.pages());
             if fewer && part.pages() > 0 {
-                parts.push((part, tried.at_least(early, floor)));
+                parts.push((cut_at(&weights, raw, floor), cut_at(&tried, early, floor)));
             }
         }
         parts
+    }
+
+    /// [`PageWeights`] of `raw`'s pages over the requests up to `tail`'s end, and of the
+    /// trial's plan `early` (`raw` when none) over those before `tail`: what each plan
+    /// was made from.
+    fn plan_weights<'p>(
+        &self,
+        (raw, early): (&'p Placement, Option<&'p Placement>),
+        tail: RequestSpan<'_>,
+    ) -> (PageWeights, &'p Placement, PageWeights) {
+        let reqs = self.w.requests.span();
+        let end = tail.first_index() + tail.len();
+        let page = self.cfg.page_sectors;
+        let weights = PageWeights::of(raw, reqs.sub(..end).iter(), page);
+        match early {
+            None => (weights.clone(), raw, weights),
+            Some(e) => {
+                let tried = PageWeights::of(e, reqs.sub(..tail.first_index()).iter(), page);
+                (weights, e, tried)
+            }
+        }
+    }
+
+    /// The plans competing to have their FS2 replicas copied at the reconfiguration
+    /// ([`Self::copied_now`]), each as (placed, tried) like [`Self::partial_plans`]: the
+    /// whole plan, then, for each floor of [`PARTIAL_REQUEST_PAGES`], the region's pages
+    /// and the replicas' pages that weigh at least that much, each only when it holds
+    /// fewer pages than the one before and some replica. Written when read, a replica of
+    /// a large read-ahead costs only its write; copied, it costs a read and a write for a
+    /// saving of little more than a transfer, as a page of the region does.
+    fn copied_cuts(
+        &self,
+        (raw, early): (&Placement, Option<&Placement>),
+        tail: RequestSpan<'_>,
+    ) -> Vec<(Placement, Placement)> {
+        if raw.replicas.is_empty() {
+            return Vec::new();
+        }
+        let mut cuts = vec![(raw.clone(), early.unwrap_or(raw).clone())];
+        let (weights, early, tried) = self.plan_weights((raw, early), tail);
+        let size = |p: &Placement| p.pages() + p.replicas.iter().map(|r| r.pages).sum::<u64>();
+        for n in PARTIAL_REQUEST_PAGES {
+            let floor = 1.0 / n as f64;
+            let part = cut_at(&weights, raw, floor);
+            let fewer = cuts.last().is_some_and(|c| size(&part) < size(&c.0));
+            if fewer && !part.replicas.is_empty() {
+                cuts.push((part, cut_at(&tried, early, floor)));
+            }
+        }
+        cuts
     }
 
     /// The trial layout's profile on `tail` once in place, and the busy seconds putting
@@ -656,6 +742,7 @@ impl<'a> Runner<'a> {
             let mut tried = self.settle(t, tail)?;
             tried.routing = Some(routing);
             let both_s = tried.first_s + tried.profile.busy_s;
+
             if best.as_ref().is_none_or(|(b, _)| both_s < *b) {
                 best = Some((both_s, tried));
             }
@@ -769,14 +856,23 @@ impl<'a> Runner<'a> {
         online::trial_params(self.params(), share)
     }
 
-    /// `layout` turned into `placement`'s, the copies that took, and their busy time.
+    /// `layout` turned into `placement`'s, the copies that took, and their busy time;
+    /// with `copy_replicas`, FS2's reserved replicas copied too, after the base layout's
+    /// copies (which leave every original current at home).
     fn moved_to(
         &self,
         layout: &Layout,
         placement: &Placement,
+        copy_replicas: bool,
     ) -> Result<(Layout, CopyIo, f64), EvalError> {
         let mut l = layout.clone();
-        let io = l.reconfigure(placement, &self.schedule)?;
+        let mut io = l.reconfigure(placement, &self.schedule)?;
+        if copy_replicas {
+            let copies = copy_pending_replicas(&mut l, &self.schedule);
+            io.requests.extend(copies.requests);
+            io.diff_pages += copies.diff_pages;
+            io.bytes_moved += copies.bytes_moved;
+        }
         let s = replay::copies(&self.cfg.device, &io.requests)?
             .summary
             .busy_time_s;
@@ -926,6 +1022,16 @@ impl Runner<'_> {
         }
         Ok(guarded)
     }
+}
+
+/// `placement` cut to the pages that weigh at least `floor` by `weights`: the region's
+/// ([`PageWeights::at_least`]) and FS2's replicas ([`PageWeights::replicas_at_least`]),
+/// less the replicas of pages the cut region holds (reads of those are served from the
+/// region first, so their replicas would be written and never read: `borg+fs2` on the
+/// 3-day cut of the start-up capture wrote 204 MB of them for BORG's part of a plan).
+fn cut_at(weights: &PageWeights, placement: &Placement, floor: f64) -> Placement {
+    let part = weights.replicas_at_least(&weights.at_least(placement, floor), floor);
+    crate::replicas::outside_region(part)
 }
 
 /// The guard's hysteresis: a guarded layout is let loose only once its unguarded twin

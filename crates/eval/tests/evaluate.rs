@@ -650,3 +650,80 @@ fn fs2s_replica_writes_are_reconfiguration_and_the_total_stays() {
     assert_eq!(v.reconfig_busy_time_s, 0.0);
     assert_eq!(v.normal_busy_time_s, v.busy_time_s);
 }
+
+/// fs2's result on `reqs` on the desktop drive with `reconfigurations` boundaries, and
+/// vanilla's busy seconds.
+fn fs2_on_the_desktop_drive(reqs: &[Request], reconfigurations: u32) -> (PolicyResult, f64) {
+    let mut cfg = config(&["vanilla", "fs2"]);
+    cfg.device = "hdd:wd2500aaks".into();
+    cfg.interval = Interval::Count { reconfigurations };
+    let mut res = run(reqs, &cfg);
+    let f = res.remove("fs2").expect("fs2 evaluated");
+    check_consistent("fs2", &f, reqs.len() as u64);
+    (f, res["vanilla"].busy_time_s)
+}
+
+/// The phases of `r` of `kind`, in order.
+fn phases_of(r: &PolicyResult, kind: PhaseKind) -> Vec<&reblock_eval::PhaseResult> {
+    r.phases.iter().filter(|p| p.kind == kind).collect()
+}
+
+#[test]
+fn replicas_copied_at_the_boundary_serve_the_next_day() {
+    // Three days of the same 512 scattered reads, a boundary in each night. Written from
+    // the application's reads, the replicas a plan makes after day 1 would be written
+    // during day 2 and serve from day 3 on; copied in the idle time at the boundary (read
+    // the originals, write the replicas, as BORG copies), they serve day 2 already.
+    let reqs = start_up_days(3);
+    let (f, v) = fs2_on_the_desktop_drive(&reqs, 2);
+    let copies = phases_of(&f, PhaseKind::Reconfig);
+    let normal = phases_of(&f, PhaseKind::Normal);
+    let page = 4096;
+    assert_eq!(copies[0].bytes_moved, 512 * page, "{f:?}");
+    assert!(copies[0].busy_time_s > 0.0);
+    assert!(
+        normal[1].hit_rate > 0.95,
+        "day 2 served by the replicas: {f:?}"
+    );
+    assert_eq!(normal[1].bytes_moved, 0, "nothing left to write in day 2");
+    assert!(f.busy_time_s < 0.85 * v, "{} vs {v}", f.busy_time_s);
+}
+
+#[test]
+fn replicas_are_written_when_read_where_a_phase_reads_its_pages_before_needing_them_again() {
+    // Each day first reads the same 512 scattered pages in one burst (a deep queue the
+    // drive orders as it would a copy's reads), then reads them twice more, one at a
+    // time. The burst reads every page the plan replicates, as cheaply as copying would
+    // at the boundary: written from its data, the replicas serve the day's two later
+    // passes for the cost of their writes alone. Copied at the boundary, the same
+    // replicas serve the same reads for 2.56 s of copies more, so the admission writes
+    // them when read.
+    let pages = scattered(512, 4);
+    let mut sorted = pages.clone();
+    sorted.sort_unstable();
+    let day: Vec<u64> = sorted.iter().chain(&pages).chain(&pages).copied().collect();
+    let mut reqs = Vec::new();
+    for d in 0..4u64 {
+        let t0 = d * (day.len() as u64 * 20 * MS + 4_000 * MS);
+        for (k, &p) in day.iter().enumerate() {
+            // The scan arrives at once (a deep queue, ordered by the drive as a copy
+            // would be); the later passes one read at a time.
+            let mut r = read(0, p, 0);
+            r.ts_ns = t0 + k.saturating_sub(511) as u64 * 20 * MS;
+            reqs.push(r);
+        }
+    }
+    let (f, v) = fs2_on_the_desktop_drive(&reqs, 3);
+    let admitted =
+        (f.phases.iter()).position(|p| p.admission.is_some_and(|a| a.choice == Choice::Plan));
+    let at = admitted.expect("a plan is admitted");
+    assert_eq!(
+        f.phases[at].bytes_moved, 0,
+        "nothing copied at the boundary: {f:?}"
+    );
+    assert!(
+        f.phases[at + 1].bytes_moved > 0,
+        "written from the next phase's reads"
+    );
+    assert!(f.busy_time_s < 0.9 * v, "{} vs {v}", f.busy_time_s);
+}

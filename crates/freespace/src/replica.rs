@@ -248,6 +248,27 @@ impl ReplicaSet {
         taken
     }
 
+    /// Every replica still waiting for its original to be read, as (original, replica)
+    /// pairs in original order, now waiting to be written: the caller copies them (reads
+    /// the originals, writes the replicas) and then marks them written
+    /// ([`ReplicaSet::mark_written`]). A copy made in idle time lets a replica serve the
+    /// first read of its original instead of the one after.
+    pub fn take_every_pending(&mut self) -> Vec<(u64, u64)> {
+        let mut taken = Vec::new();
+        if self.pending == 0 {
+            return taken;
+        }
+        for (&orig, reps) in self.originals.iter_mut() {
+            for r in reps.iter_mut().filter(|r| r.state == ReplicaState::Pending) {
+                r.state = ReplicaState::Buffered;
+                taken.push((orig, r.page));
+            }
+        }
+        self.pending -= taken.len() as u64;
+        taken.sort_unstable();
+        taken
+    }
+
     /// The replicas living at `pages` have been written: reads may use them. Pages whose
     /// replica was dropped meanwhile are ignored.
     pub fn mark_written(&mut self, pages: &[u64]) {
@@ -640,6 +661,23 @@ mod tests {
         assert!(s.replicas_of(9_001).is_empty());
         assert_eq!(s.free_pages(), 99);
         assert!(!read_at(&mut s, 9_001, 1, r1).replica);
+    }
+
+    #[test]
+    fn every_pending_replica_is_taken_once_for_copying() {
+        let mut s = set(10_000, &[(5_000, 5_100)]);
+        s.reserve(&[9_000, 9_001, 9_002], 5_010, 0);
+        // One already buffered by a read: it is written from memory, not copied.
+        let buffered = s.take_pending(9_000, 9_001);
+        let taken = s.take_every_pending();
+        let originals: Vec<u64> = taken.iter().map(|p| p.0).collect();
+        assert_eq!(originals, vec![9_001, 9_002]);
+        assert!(!s.has_pending());
+        assert!(s.take_every_pending().is_empty(), "taken once");
+        assert!(!read_at(&mut s, 9_001, 1, 5_010).replica, "not yet written");
+        let pages: Vec<u64> = taken.iter().map(|p| p.1).chain(buffered).collect();
+        s.mark_written(&pages);
+        assert!(read_at(&mut s, 9_000, 3, 5_010).replica);
     }
 
     #[test]
