@@ -616,10 +616,14 @@ fn replicas_written_by_reads_wait_a_whole_period_before_they_serve() {
 
 #[test]
 fn fs2s_replica_writes_are_reconfiguration_and_the_total_stays() {
-    // Four days of the same 512 scattered reads: fs2 replicates them next to each other
-    // from day 2's reads, writing the replicas in the normal phases.
-    let reqs = start_up_days(4);
-    let cfg = config(&["vanilla", "fs2"]);
+    // Four days of a burst of 512 scattered reads read twice more: fs2 writes their
+    // replicas from the burst's data (written when read), in the normal phases.
+    let reqs = burst_then_twice_days(4);
+    let mut cfg = config(&["vanilla", "fs2"]);
+    cfg.device = "hdd:wd2500aaks".into();
+    cfg.interval = Interval::Count {
+        reconfigurations: 3,
+    };
     let res = run(&reqs, &cfg);
     let f = &res["fs2"];
     check_consistent("fs2", f, reqs.len() as u64);
@@ -649,6 +653,26 @@ fn fs2s_replica_writes_are_reconfiguration_and_the_total_stays() {
     let v = &res["vanilla"];
     assert_eq!(v.reconfig_busy_time_s, 0.0);
     assert_eq!(v.normal_busy_time_s, v.busy_time_s);
+}
+
+/// `days` days that each read the same 512 scattered pages first in one burst (arriving
+/// at once: a deep queue the drive orders as it would a copy's reads), then twice more,
+/// one at a time.
+fn burst_then_twice_days(days: u64) -> Vec<Request> {
+    let pages = scattered(512, 4);
+    let mut sorted = pages.clone();
+    sorted.sort_unstable();
+    let day: Vec<u64> = sorted.iter().chain(&pages).chain(&pages).copied().collect();
+    let mut reqs = Vec::new();
+    for d in 0..days {
+        let t0 = d * (day.len() as u64 * 20 * MS + 4_000 * MS);
+        for (k, &p) in day.iter().enumerate() {
+            let mut r = read(0, p, 0);
+            r.ts_ns = t0 + k.saturating_sub(511) as u64 * 20 * MS;
+            reqs.push(r);
+        }
+    }
+    reqs
 }
 
 /// fs2's result on `reqs` on the desktop drive with `reconfigurations` boundaries, and
@@ -698,21 +722,7 @@ fn replicas_are_written_when_read_where_a_phase_reads_its_pages_before_needing_t
     // passes for the cost of their writes alone. Copied at the boundary, the same
     // replicas serve the same reads for 2.56 s of copies more, so the admission writes
     // them when read.
-    let pages = scattered(512, 4);
-    let mut sorted = pages.clone();
-    sorted.sort_unstable();
-    let day: Vec<u64> = sorted.iter().chain(&pages).chain(&pages).copied().collect();
-    let mut reqs = Vec::new();
-    for d in 0..4u64 {
-        let t0 = d * (day.len() as u64 * 20 * MS + 4_000 * MS);
-        for (k, &p) in day.iter().enumerate() {
-            // The scan arrives at once (a deep queue, ordered by the drive as a copy
-            // would be); the later passes one read at a time.
-            let mut r = read(0, p, 0);
-            r.ts_ns = t0 + k.saturating_sub(511) as u64 * 20 * MS;
-            reqs.push(r);
-        }
-    }
+    let reqs = burst_then_twice_days(4);
     let (f, v) = fs2_on_the_desktop_drive(&reqs, 3);
     let admitted =
         (f.phases.iter()).position(|p| p.admission.is_some_and(|a| a.choice == Choice::Plan));
