@@ -16,7 +16,11 @@
 //! simulator's queue: 35 MB more peak at 10^6 requests (185 -> 220 MB) for about 2 % of
 //! the CPU time.
 
-use reblock_plan::{LearningState, MasterGraph, Placement, PlanParams};
+use std::fs::File;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use reblock_plan::{LearningState, MasterGraph, ParkedState, Placement, PlanParams};
 use reblock_trace::RequestSpan;
 
 use crate::config::Training;
@@ -32,7 +36,17 @@ pub(crate) struct Learner {
     /// The trace's requests before `to` have been learnt into `state` (those of the
     /// training, or since the run began when decayed).
     to: usize,
+    /// `state` while a trial's graph, built from its memory, is planned: read back
+    /// before the state learns again.
+    parked: Option<ParkedState>,
+    /// Where a state is parked: an unnamed temporary file (tests give one that fails).
+    park_file: fn() -> io::Result<File>,
+    /// Why the last state could not be parked (it then stayed in memory).
+    park_failure: Option<io::Error>,
 }
+
+/// Whether the warning that a learning state stays in memory was printed (once a run).
+static PARK_WARNED: AtomicBool = AtomicBool::new(false);
 
 impl Learner {
     /// The learning `training` asks for, or a state decaying by `decay` at each boundary.
@@ -47,13 +61,17 @@ impl Learner {
             decayed: decay.is_some(),
             state,
             to: 0,
+            parked: None,
+            park_file: tempfile::tempfile,
+            park_failure: None,
         })
     }
 
     /// A state that keeps every count and every vertex: the graph of what it learnt, as
-    /// a graph built from those requests afresh.
+    /// a graph built from those requests afresh (counted in whole requests: the smaller
+    /// state).
     fn undecayed() -> LearningState {
-        LearningState::new(1.0, usize::MAX).expect("decay 1 is valid")
+        LearningState::whole()
     }
 
     /// The training of the boundary at `end` of `reqs`, the phase having begun at `start`.
@@ -94,6 +112,7 @@ impl Learner {
 
     /// Learns the requests up to `upto` (exclusive) not learnt yet.
     fn learn_to(&mut self, reqs: RequestSpan<'_>, upto: usize) {
+        assert!(self.parked.is_none(), "a parked state is read back first");
         if upto > self.to {
             self.state.learn(reqs.sub(self.to..upto));
             self.to = upto;
@@ -110,7 +129,44 @@ impl Learner {
         if last && !self.decayed {
             return std::mem::replace(&mut self.state, Self::undecayed()).into_graph();
         }
+        if !last {
+            if let Some(graph) = self.parked_graph() {
+                return graph;
+            }
+        }
         self.state.graph()
+    }
+
+    /// The state's graph built from the state's own memory, the state written to a
+    /// temporary file meanwhile: a trial's graph is built and planned without the state
+    /// beside it (at 2·10^7 requests the state is ~300 MB; docs/scale.md). `None` (with
+    /// a warning) when the file cannot be made or written: the state stays in memory.
+    fn parked_graph(&mut self) -> Option<MasterGraph> {
+        match (self.park_file)().and_then(|f| self.state.park(f)) {
+            Ok(parked) => {
+                self.parked = Some(parked);
+                Some(std::mem::replace(&mut self.state, Self::undecayed()).into_graph())
+            }
+            Err(e) => {
+                if !PARK_WARNED.swap(true, Ordering::Relaxed) {
+                    eprintln!(
+                        "reblock: warning: could not write the learning state to a temporary \
+                         file ({e}); it stays in memory while trials are planned (set TMPDIR \
+                         to a writable directory)"
+                    );
+                }
+                self.park_failure = Some(e);
+                None
+            }
+        }
+    }
+
+    /// Reads back a state parked while its trial was planned.
+    fn unpark(&mut self) -> Result<(), EvalError> {
+        if let Some(parked) = self.parked.take() {
+            self.state = parked.restore().map_err(EvalError::LearningFile)?;
+        }
+        Ok(())
     }
 }
 
@@ -165,6 +221,7 @@ impl Learnt<'_, '_> {
             (false, Training::Cumulative) => end,
             _ => end - start,
         } - without;
+        self.learner.unpark()?;
         let (learner, reqs) = (&mut *self.learner, self.reqs);
         planner::plan_from(policy, params, reported, || {
             learner.graph_to(reqs, end - without, last)
@@ -204,14 +261,25 @@ mod tests {
         (v.collect(), g.edges().collect(), g.requests())
     }
 
-    /// Learnt incrementally, boundary after boundary (the trial's graph first), the
-    /// graphs are those of the training requests built afresh, as before.
+    /// A learning state file that cannot be written (opened read-only).
+    fn unwritable() -> io::Result<File> {
+        File::open("/dev/null")
+    }
+
+    /// Learnt incrementally, boundary after boundary (the trial's graph first, built
+    /// while the state waits in its file, or in memory when the file fails), the graphs
+    /// are those of the training requests built afresh, as before.
     #[test]
     fn incremental_graphs_equal_graphs_built_afresh() {
         let log = log(300);
         let reqs = log.span();
-        for training in [Training::Cumulative, Training::Partial] {
+        for (training, park_file, fails) in [
+            (Training::Cumulative, tempfile::tempfile as fn() -> _, false),
+            (Training::Partial, tempfile::tempfile, false),
+            (Training::Cumulative, unwritable, true),
+        ] {
             let mut learner = Learner::new(training, None).unwrap();
+            learner.park_file = park_file;
             let mut start = 0;
             for (end, tail) in [(70, 30), (71, 1), (150, 0), (300, 79)] {
                 let first = if training == Training::Partial {
@@ -222,6 +290,7 @@ mod tests {
                 let b = learner.boundary(reqs, (start, end));
                 assert_eq!(b.len(), end - first);
                 let trial = b.learner.graph_to(reqs, end - tail, false);
+                b.learner.unpark().unwrap();
                 let plan = b.learner.graph_to(reqs, end, true);
                 let afresh = |to| build_graphs(reqs.sub(first..to));
                 assert_eq!(summary(&trial), summary(&afresh(end - tail)));
@@ -229,6 +298,34 @@ mod tests {
                 learner.passed(reqs, end);
                 start = end;
             }
+            assert_eq!(learner.park_failure.is_some(), fails);
         }
+    }
+
+    /// A decayed state parked for its trial and read back learns on as the state kept in
+    /// memory: the same graphs at every boundary, over several epochs.
+    #[test]
+    fn a_parked_decayed_state_learns_on_as_one_kept_in_memory() {
+        let log = log(400);
+        let reqs = log.span();
+        let mut parked = Learner::new(Training::Cumulative, Some(0.5)).unwrap();
+        let mut kept = Learner::new(Training::Cumulative, Some(0.5)).unwrap();
+        kept.park_file = unwritable;
+        let mut start = 0;
+        for (end, tail) in [(90, 40), (200, 3), (310, 100), (400, 50)] {
+            let mut graphs = Vec::new();
+            for learner in [&mut parked, &mut kept] {
+                let b = learner.boundary(reqs, (start, end));
+                let trial = b.learner.graph_to(reqs, end - tail, false);
+                b.learner.unpark().unwrap();
+                let plan = b.learner.graph_to(reqs, end, true);
+                graphs.push((summary(&trial), summary(&plan)));
+                learner.passed(reqs, end);
+            }
+            assert_eq!(graphs[0], graphs[1], "boundary at {end}");
+            assert!(!graphs[0].1 .0.is_empty());
+            start = end;
+        }
+        assert!(parked.park_failure.is_none() && kept.park_failure.is_some());
     }
 }

@@ -56,6 +56,10 @@ pub enum EvalError {
     FreeSpace(#[from] free::FreeSpaceError),
     #[error("replay: {0}")]
     Sim(#[from] reblock_sim::SimError),
+    /// The learning state, moved to a temporary file while a trial was planned, could not
+    /// be read back.
+    #[error("reading back the learning state from its temporary file: {0}")]
+    LearningFile(std::io::Error),
 }
 
 /// Progress events: (point label, policy, phase name).

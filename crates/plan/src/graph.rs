@@ -10,10 +10,11 @@
 //! All processes' graphs live in one arena with compact `u32` ids so that memory grows with
 //! the distinct (process, extent) pairs and edges, not with the trace length.
 
-use std::borrow::Cow;
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 
+use crate::edges::{EdgeCounts, EdgeKey, EdgeList};
 use hashbrown::HashTable;
-use reblock_tally::Tally;
 use reblock_trace::{CommandId, Request};
 use rustc_hash::{FxBuildHasher, FxHashMap};
 use serde::{Deserialize, Serialize};
@@ -69,13 +70,30 @@ impl Default for GraphOptions {
     }
 }
 
-/// One vertex of one process graph: an extent as that process requested it.
+/// One vertex of one process graph: an extent as that process requested it. The
+/// extent's fields are laid out flat: 24 bytes where an [`Extent`] field (16 with its
+/// padding) made 32, and millions of them are held at 10^7 requests (docs/scale.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProcessVertex {
-    pub process: u32,
-    pub extent: Extent,
+    pub start_sector: u64,
     /// Requests of this process for exactly this extent.
     pub hits: u64,
+    pub sectors: u32,
+    pub process: u32,
+}
+
+impl ProcessVertex {
+    pub fn new(process: u32, extent: Extent, hits: u64) -> ProcessVertex {
+        ProcessVertex {
+            start_sector: extent.start_sector,
+            hits,
+            sectors: extent.sectors,
+            process,
+        }
+    }
+    pub fn extent(&self) -> Extent {
+        Extent::new(self.start_sector, self.sectors)
+    }
 }
 
 /// Recent vertices of one process, newest last, at most `lookahead` of them.
@@ -108,9 +126,9 @@ pub struct ProcessGraphs {
     /// slot, where a map holding the keys takes 24 (at 2·10^7 requests, millions of
     /// vertices; docs/scale.md).
     vertex_ids: HashTable<u32>,
-    /// Times `to` followed `from`, keyed by [`edge_key`]: counted by sorted batches rather
-    /// than in a hash map, so recording an edge is a sequential write (see [`Tally`]).
-    edges: Tally<u64, u64>,
+    /// Times `to` followed `from`: whole requests unless made
+    /// [`ProcessGraphs::with_fixed_point`].
+    edges: EdgeCounts,
     requests: u64,
     last_process: Option<(ProcessKey, u32)>,
 }
@@ -122,6 +140,16 @@ impl ProcessGraphs {
                 lookahead: options.lookahead.max(1),
             },
             ..ProcessGraphs::default()
+        }
+    }
+
+    /// Graphs whose counts are fixed point (a learning state that decays adds each request
+    /// as [`crate::LearningState::UNIT`]): edge counts in 64 bits, where whole requests
+    /// take 32 (saturating).
+    pub fn with_fixed_point(options: GraphOptions) -> ProcessGraphs {
+        ProcessGraphs {
+            edges: EdgeCounts::Fixed(Default::default()),
+            ..ProcessGraphs::new(options)
         }
     }
 
@@ -162,7 +190,7 @@ impl ProcessGraphs {
         self.vertices[id as usize].hits += weight;
         let recent = &mut self.recent[process as usize];
         for &from in &recent.ids {
-            self.edges.add(edge_key(from, id), weight);
+            self.edges.add(EdgeKey::new(from, id), weight);
         }
         recent.push(id, self.options.lookahead);
     }
@@ -179,11 +207,7 @@ impl ProcessGraphs {
             return id;
         }
         let id = vertices.len() as u32;
-        vertices.push(ProcessVertex {
-            process,
-            extent,
-            hits: 0,
-        });
+        vertices.push(ProcessVertex::new(process, extent, 0));
         (self.vertex_ids).insert_unique(hash, id, |&id| hash_of(&vertices[id as usize]));
         id
     }
@@ -205,7 +229,7 @@ impl ProcessGraphs {
             let hash = hash_of(v);
             if (self.vertex_ids)
                 .find(hash, |&id| {
-                    is_vertex(&vertices[id as usize], v.process, v.extent)
+                    is_vertex(&vertices[id as usize], v.process, v.extent())
                 })
                 .is_some()
             {
@@ -257,23 +281,25 @@ impl ProcessGraphs {
     }
     /// Every edge as (from vertex id, to vertex id, weight), in no particular order.
     pub fn edges(&self) -> impl Iterator<Item = (u32, u32, u64)> + '_ {
-        let counts = self.edges.counts();
-        (0..counts.len()).map(move |i| {
-            let (key, w) = counts[i];
-            ((key >> 32) as u32, key as u32, w)
-        })
+        self.edges.iter().map(|(k, w)| (k.from, k.to, w))
     }
     pub fn edge_count(&self) -> usize {
         self.edges.distinct()
     }
-    /// Every edge as `(from << 32 | to, weight)`, sorted.
-    pub(crate) fn edge_counts(&self) -> Cow<'_, [(u64, u64)]> {
-        self.edges.counts()
+    /// Every edge as `(key, weight)`, sorted.
+    pub(crate) fn edge_counts(&self) -> impl Iterator<Item = (EdgeKey, u64)> + '_ {
+        self.edges.iter()
     }
     /// [`ProcessGraphs::edge_counts`] of graphs not needed afterwards, their buffer taken
     /// over and everything else given back.
-    pub(crate) fn into_edge_counts(self) -> Vec<(u64, u64)> {
-        self.edges.into_counts()
+    pub(crate) fn into_edge_counts(self) -> EdgeList {
+        self.edges.into_list()
+    }
+    /// Gives back the vertices (and their index), for graphs whose master vertices are
+    /// made and whose edges alone are read from now on.
+    pub(crate) fn forget_vertices(&mut self) {
+        self.vertices = Vec::new();
+        self.forget_vertex_index();
     }
 
     /// Weight of `from -> to` in the graph of process `key`; 0 when absent.
@@ -283,7 +309,7 @@ impl ProcessGraphs {
         };
         let id = |e: Extent| self.find_vertex(p, e);
         match (id(from), id(to)) {
-            (Some(a), Some(b)) => self.edges.get(edge_key(a, b)).unwrap_or(0),
+            (Some(a), Some(b)) => self.edges.get(EdgeKey::new(a, b)).unwrap_or(0),
             _ => 0,
         }
     }
@@ -312,11 +338,11 @@ impl ProcessGraphs {
         }
         self.vertices = order.iter().map(|&i| self.vertices[i as usize]).collect();
         self.index_vertices();
-        let mut edges = Tally::default();
+        let mut edges = self.edges.empty_like();
         for (a, b, w) in self.edges() {
             let (a, b, w) = (new_id[a as usize], new_id[b as usize], scale(w));
             if a != u32::MAX && b != u32::MAX && w > 0 {
-                edges.add(edge_key(a, b), w);
+                edges.add(EdgeKey::new(a, b), w);
             }
         }
         edges.merge_pending();
@@ -340,7 +366,7 @@ impl ProcessGraphs {
         edges: &[(u32, u32, u64)],
         requests: u64,
     ) -> Option<ProcessGraphs> {
-        let mut g = ProcessGraphs::new(options);
+        let mut g = ProcessGraphs::with_fixed_point(options);
         g.requests = requests;
         for key in processes {
             let before = g.processes.len();
@@ -351,7 +377,7 @@ impl ProcessGraphs {
         }
         g.last_process = None;
         let known = |v: &ProcessVertex| (v.process as usize) < g.processes.len();
-        if !vertices.iter().all(|v| known(v) && v.extent.sectors > 0) {
+        if !vertices.iter().all(|v| known(v) && v.sectors > 0) {
             return None;
         }
         g.vertices = vertices;
@@ -363,7 +389,7 @@ impl ProcessGraphs {
             if a >= n || b >= n {
                 return None;
             }
-            g.edges.add(edge_key(a, b), w);
+            g.edges.add(EdgeKey::new(a, b), w);
         }
         g.edges.merge_pending();
         Some(g)
@@ -379,6 +405,139 @@ impl ProcessGraphs {
         }
         (w_in, w_out)
     }
+
+    /// For each of the `n` vertices, the larger of its incoming and its outgoing edge
+    /// weights (what a split vertex's chain edges weigh): one array, the outgoing sums
+    /// taken as the sorted edges come, source by source (two arrays were 88 MB more at
+    /// 2·10^7 requests). `n` is given: the vertices may be gone already.
+    pub(crate) fn in_or_out_weights(&self, n: usize) -> Vec<u64> {
+        let mut w = vec![0u64; n];
+        for (_, b, c) in self.edges() {
+            w[b as usize] += c;
+        }
+        let mut out: Option<(u32, u64)> = None;
+        let settle = |w: &mut Vec<u64>, (a, sum): (u32, u64)| {
+            let cell = &mut w[a as usize];
+            *cell = (*cell).max(sum);
+        };
+        for (a, _, c) in self.edges() {
+            out = match out {
+                Some((from, sum)) if from == a => Some((from, sum + c)),
+                Some(done) => {
+                    settle(&mut w, done);
+                    Some((a, c))
+                }
+                None => Some((a, c)),
+            };
+        }
+        if let Some(done) = out {
+            settle(&mut w, done);
+        }
+        w
+    }
+}
+
+/// Process graphs whose vertices and edge counts wait in a file while their memory
+/// serves something else (a learning state while its trial's graph is built from it and
+/// planned: docs/scale.md "Planning's memory"); [`ParkedGraphs::restore`] reads them back.
+#[derive(Debug)]
+pub struct ParkedGraphs {
+    file: File,
+    /// Everything but the vertices, their index and the edge counts (a few bytes per
+    /// process).
+    shell: ProcessGraphs,
+    vertices: usize,
+    edges: usize,
+}
+
+/// Bytes of one vertex and of one edge count in a [`ParkedGraphs`] file.
+const PARKED_VERTEX: usize = 24;
+const PARKED_EDGE: usize = 16;
+
+impl ProcessGraphs {
+    /// Writes the vertices and edge counts to `file` from its start, and keeps a copy of
+    /// the rest: the graphs themselves are left as they are (the caller frees them, for
+    /// instance by building a master graph from them).
+    pub fn park(&mut self, file: File) -> io::Result<ParkedGraphs> {
+        self.edges.merge_pending();
+        let mut w = BufWriter::with_capacity(1 << 20, &file);
+        for v in &self.vertices {
+            w.write_all(&v.start_sector.to_le_bytes())?;
+            w.write_all(&v.hits.to_le_bytes())?;
+            w.write_all(&v.sectors.to_le_bytes())?;
+            w.write_all(&v.process.to_le_bytes())?;
+        }
+        for (key, weight) in self.edges.iter() {
+            w.write_all(&key.from.to_le_bytes())?;
+            w.write_all(&key.to.to_le_bytes())?;
+            w.write_all(&weight.to_le_bytes())?;
+        }
+        w.flush()?;
+        drop(w);
+        let shell = ProcessGraphs {
+            options: self.options,
+            processes: self.processes.clone(),
+            process_ids: self.process_ids.clone(),
+            recent: self.recent.clone(),
+            requests: self.requests,
+            last_process: self.last_process,
+            edges: self.edges.empty_like(),
+            ..ProcessGraphs::default()
+        };
+        Ok(ParkedGraphs {
+            file,
+            shell,
+            vertices: self.vertices.len(),
+            edges: self.edges.distinct(),
+        })
+    }
+}
+
+impl ParkedGraphs {
+    #[cfg(test)]
+    pub(crate) fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// The graphs as they were parked; an error when the file cannot be read back whole.
+    pub fn restore(self) -> io::Result<ProcessGraphs> {
+        let mut file = self.file;
+        file.seek(SeekFrom::Start(0))?;
+        let mut r = BufReader::with_capacity(1 << 20, file);
+        let mut g = self.shell;
+        g.vertices = Vec::with_capacity(self.vertices);
+        let mut b = [0u8; PARKED_VERTEX];
+        for _ in 0..self.vertices {
+            r.read_exact(&mut b)?;
+            let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+            let half = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+            g.vertices.push(ProcessVertex {
+                start_sector: word(0),
+                hits: word(8),
+                sectors: half(16),
+                process: half(20),
+            });
+        }
+        let mut b = [0u8; PARKED_EDGE];
+        let mut failed = None;
+        let counts = (0..self.edges).map_while(|_| match r.read_exact(&mut b) {
+            Ok(()) => {
+                let half = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
+                let weight = u64::from_le_bytes(b[8..16].try_into().expect("8 bytes"));
+                Some((EdgeKey::new(half(0), half(4)), weight))
+            }
+            Err(e) => {
+                failed = Some(e);
+                None
+            }
+        });
+        g.edges = g.edges.like_from(self.edges, counts);
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        g.index_vertices();
+        Ok(g)
+    }
 }
 
 fn vertex_hash(process: u32, extent: Extent) -> u64 {
@@ -386,16 +545,11 @@ fn vertex_hash(process: u32, extent: Extent) -> u64 {
 }
 
 fn hash_of(v: &ProcessVertex) -> u64 {
-    vertex_hash(v.process, v.extent)
+    vertex_hash(v.process, v.extent())
 }
 
 fn is_vertex(v: &ProcessVertex, process: u32, extent: Extent) -> bool {
-    v.process == process && v.extent == extent
-}
-
-/// One `u64` per edge, ordered by source then target vertex id.
-fn edge_key(from: u32, to: u32) -> u64 {
-    (u64::from(from) << 32) | u64::from(to)
+    v.process == process && v.start_sector == extent.start_sector && v.sectors == extent.sectors
 }
 
 #[cfg(test)]
@@ -491,14 +645,14 @@ mod tests {
     }
 
     fn actual(g: &ProcessGraphs) -> Plain {
-        let key = |v: &ProcessVertex| (g.processes()[v.process as usize], v.extent);
+        let key = |v: &ProcessVertex| (g.processes()[v.process as usize], v.extent());
         let vertices = g.vertices().iter().map(|v| (key(v), v.hits)).collect();
         let edges = g
             .edges()
             .map(|(a, b, w)| {
                 let (va, vb) = (&g.vertices()[a as usize], &g.vertices()[b as usize]);
                 assert_eq!(va.process, vb.process, "edge across processes");
-                ((key(va).0, va.extent, vb.extent), w)
+                ((key(va).0, va.extent(), vb.extent()), w)
             })
             .collect();
         (vertices, edges)
@@ -532,7 +686,7 @@ mod tests {
             let want = plain(&trace, lookahead);
             for batch in [1, 7, 1000, 1 << 20] {
                 let mut g = ProcessGraphs::new(options);
-                g.edges = Tally::with_min_batch(batch);
+                g.edges = g.edges.with_min_batch(batch);
                 for r in &trace {
                     g.add(r);
                 }
@@ -552,16 +706,23 @@ mod tests {
     #[test]
     fn parts_are_indexed_and_a_repeated_vertex_refused() {
         let (k, e) = (key(1, 1), Extent::new(0, 8));
-        let v = ProcessVertex {
-            process: 0,
-            extent: e,
-            hits: 1,
-        };
+        let v = ProcessVertex::new(0, e, 1);
         let parts = |vs: Vec<ProcessVertex>| {
             ProcessGraphs::from_parts(GraphOptions::default(), vec![k], vs, &[(0, 0, 3)], 1)
         };
         assert!(parts(vec![v, v]).is_none());
         assert_eq!(parts(vec![v]).unwrap().edge_weight(k, e, e), 3);
+    }
+
+    /// Millions of vertices are held at 10^7 requests: 24 bytes each (docs/scale.md).
+    #[test]
+    fn a_process_vertex_takes_24_bytes() {
+        assert_eq!(std::mem::size_of::<ProcessVertex>(), 24);
+        let v = ProcessVertex::new(3, Extent::new(1 << 40, 9), 5);
+        assert_eq!(
+            (v.process, v.extent(), v.hits),
+            (3, Extent::new(1 << 40, 9), 5)
+        );
     }
 
     #[test]

@@ -19,6 +19,7 @@
 //! ```
 
 pub mod convert;
+pub mod edges;
 pub mod graph;
 pub mod group;
 pub mod learning;
@@ -28,7 +29,7 @@ pub mod policy;
 
 pub use convert::NotReadCache;
 pub use graph::{Extent, GraphOptions, ProcessGraphs, ProcessKey};
-pub use learning::{LearningError, LearningState};
+pub use learning::{LearningError, LearningState, ParkedState};
 pub use master::{build_graphs, MasterGraph, Vertex, VertexId};
 pub use placement::{PlacedRange, Placement, PlanParams, TargetSpace};
 pub use policy::{by_name, policies, replica_ranges, Capabilities, Policy, UnknownPolicy};

@@ -25,6 +25,12 @@ impl Count for u32 {
     }
 }
 
+/// No value: the tally gathers its keys sorted and distinct.
+impl Count for () {
+    #[inline]
+    fn absorb(&mut self, _: ()) {}
+}
+
 /// The merged values are at most this many times the pending entries: the memory of a
 /// tally is its values and up to three such shares (the pending entries, the sort's
 /// scratch, and the values' growth at a merge), where a batch as large as the values
@@ -60,6 +66,16 @@ impl<K: Key, V: Count> Tally<K, V> {
             pending: Vec::new(),
             spare: Vec::new(),
             min_batch: min_batch.max(1),
+        }
+    }
+
+    /// A tally holding `counts`, distinct keys strictly increasing (a tally's
+    /// [`Tally::counts`] read back).
+    pub fn from_counts(counts: Vec<(K, V)>) -> Self {
+        debug_assert!(counts.windows(2).all(|w| w[0].0 < w[1].0));
+        Tally {
+            merged: counts,
+            ..Tally::default()
         }
     }
 
