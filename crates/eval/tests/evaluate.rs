@@ -487,6 +487,30 @@ fn reconfigurations_fall_after_the_first_day_that_repeats_the_one_before() {
     assert_eq!(b.points.len(), 3);
 }
 
+#[test]
+fn a_plan_after_a_short_phase_is_judged_on_as_many_requests_as_the_next_phase_holds() {
+    // Four days of 512 reads; boundaries after day 2 (1024) and day 3 (1536). The phase
+    // before the second boundary holds 512 requests, the next is expected to hold the
+    // average so far, 768: the second plan is judged on the last 768 requests (its trial
+    // made from the 768 before them), not on the short phase alone scaled up. With
+    // partial training the trial cannot reach past the phase: its second half.
+    let reqs = start_up_days(4);
+    let mut cfg = config(&["vanilla", "hot"]);
+    cfg.interval = Interval::Count {
+        reconfigurations: 3,
+    };
+    let backtests = |cfg: &EvalConfig| -> Vec<u64> {
+        let res = run(&reqs, cfg);
+        check_consistent("hot", &res["hot"], reqs.len() as u64);
+        (res["hot"].phases.iter())
+            .filter_map(|p| p.admission.map(|a| a.backtest_requests))
+            .collect()
+    };
+    assert_eq!(backtests(&cfg), [512, 768]);
+    cfg.training = Training::Partial;
+    assert_eq!(backtests(&cfg), [512, 256]);
+}
+
 /// Every figure of an evaluation but its timing and memory.
 fn without_timing(v: serde_json::Value) -> serde_json::Value {
     const TIMING: [&str; 6] = [
