@@ -11,6 +11,7 @@
 //! pay for their copies, and its guard moves every page home mid-phase (charged to the
 //! phase) once the layout has lost as much as that move costs.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -27,7 +28,7 @@ use crate::layout::{share, CopyIo, Layout};
 use crate::learnt::{Learner, Learnt};
 use crate::online;
 use crate::planner::PlanCost;
-use crate::ranked::{PageWeights, PARTIAL_REQUEST_PAGES};
+use crate::ranked::{PageWeights, Weighed, PARTIAL_REQUEST_PAGES};
 use crate::replay::{self, Measured, Profile};
 use crate::replicas::{set_routing, ReadRouting, Replicated, WriteBehind};
 use crate::results::{Admission, Choice, PhaseKind, PhaseResult, PolicyResult};
@@ -485,7 +486,6 @@ impl<'a> Runner<'a> {
         // or when `tail` is the whole training: the plan itself).
         let trial_without = (!tail.is_empty() && train.len() != tail.len()).then_some(tail.len());
         let (raw, cost, early) = train.plans(policy, &params, trial_without)?;
-        let placement = layout.stable(&raw);
         if tail.is_empty() {
             // Nothing to judge a move on (a one-request phase): the layout stays. Installing
             // the plan unjudged cost UMass wsrch-small's device 4 1.29x vanilla's total.
@@ -495,9 +495,14 @@ impl<'a> Runner<'a> {
         let plain = self.vanilla_profile_of(tail)?;
         let kept = self.settle(layout.clone(), tail)?;
         let keep = kept.profile;
-        let mut home = placement.clone();
-        home.ranges.clear();
-        home.replicas.clear();
+        // Every page home: the plan's kind of placement, with nothing placed.
+        let home = Placement {
+            policy: raw.policy.clone(),
+            page_sectors: raw.page_sectors,
+            space: raw.space,
+            ranges: Vec::new(),
+            replicas: Vec::new(),
+        };
         let home = self.moved_to(layout, &home)?;
         let keep_only = online::unplanned(
             (&keep, &plain),
@@ -597,32 +602,31 @@ impl<'a> Runner<'a> {
     /// `1 / n` for each `n` of [`PARTIAL_REQUEST_PAGES`] ([`PageWeights`], from the
     /// requests each plan was made from: the plan's up to the boundary, the trial's up to
     /// `tail`), each only when it holds fewer pages than the one before and some at all.
-    fn partial_plans(
+    fn partial_plans<'p>(
         &self,
-        (raw, early): (&Placement, Option<&Placement>),
+        (raw, early): (&'p Placement, Option<&'p Placement>),
         tail: RequestSpan<'_>,
-    ) -> Vec<(Placement, Placement)> {
-        let mut parts = vec![(raw.clone(), early.unwrap_or(raw).clone())];
+    ) -> Vec<(Cow<'p, Placement>, Cow<'p, Placement>)> {
+        let mut parts = vec![(Cow::Borrowed(raw), Cow::Borrowed(early.unwrap_or(raw)))];
         if raw.space != TargetSpace::ReadCache || raw.ranges.is_empty() {
             return parts;
         }
         let reqs = self.w.requests.span();
         let end = tail.first_index() + tail.len();
-        let page = self.cfg.page_sectors;
-        let weights = PageWeights::of(raw, reqs.sub(..end).iter(), page);
+        let trial = early.map(|e| (e, tail.first_index()));
+        let weights = PageWeights::of(raw, trial, reqs.sub(..end).iter(), self.cfg.page_sectors);
+        // Without a trial of its own, the plan is tried: its weights.
         let (early, tried) = match early {
-            None => (raw, weights.clone()),
-            Some(e) => (
-                e,
-                PageWeights::of(e, reqs.sub(..tail.first_index()).iter(), page),
-            ),
+            None => (raw, Weighed::Plan),
+            Some(e) => (e, Weighed::Trial),
         };
         for n in PARTIAL_REQUEST_PAGES {
             let floor = 1.0 / n as f64;
-            let part = weights.at_least(raw, floor);
+            let part = weights.at_least(raw, floor, Weighed::Plan);
             let fewer = parts.last().is_some_and(|p| part.pages() < p.0.pages());
             if fewer && part.pages() > 0 {
-                parts.push((part, tried.at_least(early, floor)));
+                let tried_part = weights.at_least(early, floor, tried);
+                parts.push((Cow::Owned(part), Cow::Owned(tried_part)));
             }
         }
         parts

@@ -103,8 +103,9 @@ struct Logical {
     write: bool,
     /// The trace's device number, as its index in [`Replay::devices`].
     device: u16,
-    /// Its extents not finished yet; for a request served by one extent in one phase
-    /// (no [`Extent`] of its own: see [`OWN_EXTENT`]), its member I/Os not done yet.
+    /// What it still waits for: its extents of several phases not finished yet, and the
+    /// member I/Os not done yet of its extents of one phase (these have no [`Extent`]
+    /// record: see [`OWN_EXTENT`]).
     left: u32,
     phase: Phase,
 }
@@ -128,9 +129,10 @@ struct Extent {
     phases: reblock_device::Phases,
 }
 
-/// Set in [`Op::extent`] when the op's extent is its logical request's only one, in one
-/// phase: the rest of the field is then the logical request's id, and no [`Extent`]
-/// is kept (the common case: one request, one disk).
+/// Set in [`Op::extent`] when the op's extent has one phase: the rest of the field is
+/// then the logical request's id, and no [`Extent`] is kept (the common case: one
+/// request, one disk; and each piece of a request an indirected layout splits, whose
+/// records were 40 bytes each beside the queue of a phase replay).
 const OWN_EXTENT: u32 = 1 << 31;
 
 struct Op {
@@ -589,15 +591,17 @@ impl Replay {
             self.finish_logical(lid, now_ns, observer)?;
         }
         let first_member = self.groups[group].first_member;
+        let alone = extents.len() == 1;
         for e in &extents {
             let mut phases = self.groups[group].array.map(e);
             if first_member > 0 {
                 offset_members(&mut phases, first_member);
             }
-            if extents.len() == 1 && phases.len() == 1 && !phases[0].is_empty() {
+            if phases.len() == 1 && !phases[0].is_empty() {
+                // The extent's one unit of `left` becomes its member I/Os.
                 let ios = phases.pop().expect("one phase");
-                self.logical[lid].left = ios.len() as u32;
-                self.queue_ios(ios, OWN_EXTENT | lid as u32, now_ns);
+                self.logical[lid].left += ios.len() as u32 - 1;
+                self.queue_ios(ios, OWN_EXTENT | lid as u32, alone, now_ns);
                 continue;
             }
             let eid = self.extents.insert(Extent {
@@ -665,14 +669,17 @@ impl Replay {
                 ext.phase += 1;
                 continue;
             }
-            self.queue_ios(ios, eid as u32, now_ns);
+            self.queue_ios(ios, eid as u32, false, now_ns);
             return Ok(());
         }
     }
 
-    /// Queues member I/Os `ios` of extent `extent` (an [`Op::extent`]) on their members.
-    fn queue_ios(&mut self, ios: Vec<MemberIo>, extent: u32, now_ns: u64) {
-        let alone = extent & OWN_EXTENT != 0 && ios.len() == 1;
+    /// Queues member I/Os `ios` of extent `extent` (an [`Op::extent`]) on their members;
+    /// `sole_extent`: whether it is its logical request's only extent.
+    fn queue_ios(&mut self, ios: Vec<MemberIo>, extent: u32, sole_extent: bool, now_ns: u64) {
+        // Two own ops of one request would share an id (a write an indirected layout
+        // sends to two places): only a request's only extent's only I/O is one.
+        let alone = sole_extent && extent & OWN_EXTENT != 0 && ios.len() == 1;
         for io in ios {
             let (member, req) = self.route(io, now_ns);
             let lid = extent & !OWN_EXTENT;
@@ -742,8 +749,12 @@ impl Replay {
         now_ns: u64,
         observer: &mut dyn Observer,
     ) -> Result<(), SimError> {
-        let window = self.window_of(lid);
-        self.counted_windows.remove(&(lid as u32));
+        // A window of a count of requests is taken out of its map as it is read.
+        let window = match self.config.window {
+            Some(Window::Requests { .. }) => (self.counted_windows.remove(&(lid as u32)))
+                .expect("every request of a counted window has its window"),
+            _ => self.window_of(lid),
+        };
         let l = self.logical.remove(lid);
         let number = match l.number {
             FAR_NUMBER => self.far_numbers.remove(&(lid as u32)).expect("kept"),
@@ -926,7 +937,7 @@ impl Replay {
             self.metrics
                 .record_device_response(member, l.write, now_ns - queued_ns);
             if extent & OWN_EXTENT != 0 {
-                // Its only extent's only phase: the request is done with its last I/O.
+                // An extent of one phase: the request is done with its last I/O.
                 l.left -= 1;
                 if l.left == 0 {
                     self.finish_logical(lid, now_ns, observer)?;
