@@ -985,6 +985,75 @@ mod tests {
         assert!(size_of::<Queued>() <= 24, "{}", size_of::<Queued>());
     }
 
+    /// A request an indirected layout splits into pieces of one phase each takes no
+    /// [`Extent`] record: it waits for its pieces' member I/Os, and completes once, with
+    /// the last. Two pieces as long as the request itself (as a write sent to two places)
+    /// each take an op record: as own ops they would share one id in the queue.
+    #[test]
+    fn pieces_of_a_split_request_take_no_extent_record() {
+        /// Halves far apart, or the whole request at home and at a second place.
+        struct Split(bool);
+        impl Mapper for Split {
+            fn map(&mut self, r: &DevRequest, out: &mut Vec<DevRequest>) {
+                let far = 1_000_000 + r.sector;
+                if self.0 {
+                    out.extend([*r, DevRequest { sector: far, ..*r }]);
+                    return;
+                }
+                let half = r.sectors / 2;
+                out.push(DevRequest {
+                    sectors: half,
+                    ..*r
+                });
+                let rest = r.sectors - half;
+                out.push(DevRequest {
+                    sector: far + u64::from(half),
+                    sectors: rest,
+                    ..*r
+                });
+            }
+        }
+        struct Seen(Vec<Completion>);
+        impl Observer for Seen {
+            fn on_completion(&mut self, c: &Completion) -> Result<(), SimError> {
+                self.0.push(*c);
+                Ok(())
+            }
+        }
+        let sub = |i: u64| Submission {
+            number: i,
+            ts_ns: i,
+            req: DevRequest {
+                sector: 8 * 5000 * i,
+                sectors: 16,
+                write: false,
+            },
+            device: 0,
+            phase: Phase::Normal,
+            physical: false,
+        };
+        for mirrored in [false, true] {
+            let built = reblock_device::parse_spec("hdd:wd2500aaks").unwrap();
+            let mut replay = Replay::new(built.array, built.members, Config::default())
+                .unwrap()
+                .with_mapper(Box::new(Split(mirrored)));
+            let mut seen = Seen(Vec::new());
+            for i in 0..3 {
+                replay.admit(sub(i), 0, &mut seen).unwrap();
+            }
+            assert!(replay.extents.is_empty());
+            assert!((0..3).all(|lid| replay.logical[lid].left == 2));
+            assert_eq!(replay.ops.ops.len(), 6, "every piece has its op record");
+            let mut rest = IterSource((3..10).map(sub));
+            replay.run_open(1.0, &mut rest, &mut seen).unwrap();
+            let mut numbers: Vec<u64> = seen.0.iter().map(|c| c.number).collect();
+            numbers.sort_unstable();
+            assert_eq!(numbers, (0..10).collect::<Vec<_>>(), "each completes once");
+            assert!(seen.0.iter().all(|c| c.service_ns > 0 && c.sectors == 16));
+            assert!(replay.logical.is_empty() && replay.started.is_empty());
+        }
+    }
+
     /// A request's number is kept as its distance from the first one's when that fits
     /// 32 bits: numbers before the first, far after it, and at the edges come back whole.
     #[test]
