@@ -10,6 +10,7 @@ use reblock_trace::{Op, Request};
 use rustc_hash::FxHashSet;
 
 use crate::layout::Layout;
+use crate::ranked::pages_touched;
 use crate::replay::Profile;
 use crate::{replay, EvalError};
 
@@ -280,10 +281,9 @@ pub fn next_phase_reads(b: &Backtest, page_sectors: u64) -> FxHashSet<u64> {
     let recent = b.before[b.before.len() - from_before..]
         .iter()
         .chain(b.tail);
-    let ps = page_sectors.max(1);
     recent
         .filter(|r| r.op == Op::Read)
-        .flat_map(|r| r.sector / ps..(r.sector + u64::from(r.sectors)).div_ceil(ps))
+        .flat_map(|r| pages_touched(r, page_sectors))
         .collect()
 }
 

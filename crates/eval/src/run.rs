@@ -11,6 +11,7 @@
 //! pay for their copies, and its guard moves every page home mid-phase (charged to the
 //! phase) once the layout has lost as much as that move costs.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::rc::Rc;
 
@@ -27,7 +28,7 @@ use crate::layout::{share, CopyIo, Layout};
 use crate::learnt::{Learner, Learnt};
 use crate::online;
 use crate::planner::PlanCost;
-use crate::ranked::{PageWeights, PARTIAL_REQUEST_PAGES};
+use crate::ranked::{PageWeights, Weighed, PARTIAL_REQUEST_PAGES};
 use crate::replay::{self, Measured, Profile};
 use crate::replicas::{copy_pending_replicas, set_routing, ReadRouting, Replicated, WriteBehind};
 use crate::results::{Admission, Choice, PhaseKind, PhaseResult, PolicyResult};
@@ -518,7 +519,6 @@ impl<'a> Runner<'a> {
         // or when `tail` is the whole training: the plan itself).
         let trial_without = (!tail.is_empty() && train.len() != tail.len()).then_some(tail.len());
         let (raw, cost, early) = train.plans(policy, &params, trial_without)?;
-        let placement = layout.stable(&raw);
         if tail.is_empty() {
             // Nothing to judge a move on (a one-request phase): the layout stays. Installing
             // the plan unjudged cost UMass wsrch-small's device 4 1.29x vanilla's total.
@@ -528,9 +528,14 @@ impl<'a> Runner<'a> {
         let plain = self.vanilla_profile_of(tail)?;
         let kept = self.settle(layout.clone(), tail)?;
         let keep = kept.profile;
-        let mut home = placement.clone();
-        home.ranges.clear();
-        home.replicas.clear();
+        // Every page home: the plan's kind of placement, with nothing placed.
+        let home = Placement {
+            policy: raw.policy.clone(),
+            page_sectors: raw.page_sectors,
+            space: raw.space,
+            ranges: Vec::new(),
+            replicas: Vec::new(),
+        };
         let home = self.moved_to(layout, &home, false)?;
         let keep_only = online::unplanned(
             (&keep, &plain),
@@ -676,45 +681,46 @@ impl<'a> Runner<'a> {
     /// `1 / n` for each `n` of [`PARTIAL_REQUEST_PAGES`] ([`PageWeights`], from the
     /// requests each plan was made from: the plan's up to the boundary, the trial's up to
     /// `tail`), each only when it holds fewer pages than the one before and some at all.
-    fn partial_plans(
+    fn partial_plans<'p>(
         &self,
-        (raw, early): (&Placement, Option<&Placement>),
+        (raw, early): (&'p Placement, Option<&'p Placement>),
         tail: RequestSpan<'_>,
-    ) -> Vec<(Placement, Placement)> {
-        let mut parts = vec![(raw.clone(), early.unwrap_or(raw).clone())];
+    ) -> Vec<(Cow<'p, Placement>, Cow<'p, Placement>)> {
+        let mut parts = vec![(Cow::Borrowed(raw), Cow::Borrowed(early.unwrap_or(raw)))];
         if raw.space != TargetSpace::ReadCache || raw.ranges.is_empty() {
             return parts;
         }
         let (weights, early, tried) = self.plan_weights((raw, early), tail);
         for n in PARTIAL_REQUEST_PAGES {
             let floor = 1.0 / n as f64;
-            let part = weights.at_least(raw, floor);
+            let part = weights.at_least(raw, floor, Weighed::Plan);
             let fewer = parts.last().is_some_and(|p| part.pages() < p.0.pages());
             if fewer && part.pages() > 0 {
-                parts.push((cut_at(&weights, raw, floor), cut_at(&tried, early, floor)));
+                let placed = cut_at(&weights, raw, floor, Weighed::Plan);
+                let tried_part = cut_at(&weights, early, floor, tried);
+                parts.push((Cow::Owned(placed), Cow::Owned(tried_part)));
             }
         }
         parts
     }
 
     /// [`PageWeights`] of `raw`'s pages over the requests up to `tail`'s end, and of the
-    /// trial's plan `early` (`raw` when none) over those before `tail`: what each plan
-    /// was made from.
+    /// trial's plan `early` (`raw` when none) over those before `tail` (one table, one
+    /// pass): what each plan was made from. Also the trial's plan and whose weights it is
+    /// cut by.
     fn plan_weights<'p>(
         &self,
         (raw, early): (&'p Placement, Option<&'p Placement>),
         tail: RequestSpan<'_>,
-    ) -> (PageWeights, &'p Placement, PageWeights) {
+    ) -> (PageWeights, &'p Placement, Weighed) {
         let reqs = self.w.requests.span();
         let end = tail.first_index() + tail.len();
-        let page = self.cfg.page_sectors;
-        let weights = PageWeights::of(raw, reqs.sub(..end).iter(), page);
+        let trial = early.map(|e| (e, tail.first_index()));
+        let weights = PageWeights::of(raw, trial, reqs.sub(..end).iter(), self.cfg.page_sectors);
+        // Without a trial of its own, the plan is tried: its weights.
         match early {
-            None => (weights.clone(), raw, weights),
-            Some(e) => {
-                let tried = PageWeights::of(e, reqs.sub(..tail.first_index()).iter(), page);
-                (weights, e, tried)
-            }
+            None => (weights, raw, Weighed::Plan),
+            Some(e) => (weights, e, Weighed::Trial),
         }
     }
 
@@ -738,10 +744,10 @@ impl<'a> Runner<'a> {
         let size = |p: &Placement| p.pages() + p.replicas.iter().map(|r| r.pages).sum::<u64>();
         for n in PARTIAL_REQUEST_PAGES {
             let floor = 1.0 / n as f64;
-            let part = cut_at(&weights, raw, floor);
+            let part = cut_at(&weights, raw, floor, Weighed::Plan);
             let fewer = cuts.last().is_some_and(|c| size(&part) < size(&c.0));
             if fewer && !part.replicas.is_empty() {
-                cuts.push((part, cut_at(&tried, early, floor)));
+                cuts.push((part, cut_at(&weights, early, floor, tried)));
             }
         }
         cuts
@@ -1058,8 +1064,8 @@ impl Runner<'_> {
 /// less the replicas of pages the cut region holds (reads of those are served from the
 /// region first, so their replicas would be written and never read: `borg+fs2` on the
 /// 3-day cut of the start-up capture wrote 204 MB of them for BORG's part of a plan).
-fn cut_at(weights: &PageWeights, placement: &Placement, floor: f64) -> Placement {
-    let part = weights.replicas_at_least(&weights.at_least(placement, floor), floor);
+fn cut_at(weights: &PageWeights, placement: &Placement, floor: f64, of: Weighed) -> Placement {
+    let part = weights.replicas_at_least(&weights.at_least(placement, floor, of), floor, of);
     crate::replicas::outside_region(part)
 }
 

@@ -107,8 +107,9 @@ struct Logical {
     write: bool,
     /// The trace's device number, as its index in [`Replay::devices`].
     device: u16,
-    /// Its extents not finished yet; for a request served by one extent in one phase
-    /// (no [`Extent`] of its own: see [`OWN_EXTENT`]), its member I/Os not done yet.
+    /// What it still waits for: its extents of several phases not finished yet, and the
+    /// member I/Os not done yet of its extents of one phase (these have no [`Extent`]
+    /// record: see [`OWN_EXTENT`]).
     left: u32,
     phase: Phase,
 }
@@ -143,9 +144,10 @@ struct Foreground {
     responded_ns: Option<u64>,
 }
 
-/// Set in [`Op::extent`] when the op's extent is its logical request's only one, in one
-/// phase: the rest of the field is then the logical request's id, and no [`Extent`]
-/// is kept (the common case: one request, one disk).
+/// Set in [`Op::extent`] when the op's extent has one phase: the rest of the field is
+/// then the logical request's id, and no [`Extent`] is kept (the common case: one
+/// request, one disk; and each piece of a request an indirected layout splits, whose
+/// records were 40 bytes each beside the queue of a phase replay).
 const OWN_EXTENT: u32 = 1 << 31;
 
 struct Op {
@@ -630,16 +632,20 @@ impl Replay {
         }
         self.note_foreground(lid, &purposes, now_ns);
         let first_member = self.groups[group].first_member;
+        let alone = extents.len() == 1;
+        // A request with an extent of another purpose (a replica write behind a read)
+        // keeps a record for each extent: its purposes and response are tracked there.
+        let all_client = purposes.iter().all(|&p| p == Purpose::Client);
         for (e, &purpose) in extents.iter().zip(&purposes) {
             let mut phases = self.groups[group].array.map(e);
             if first_member > 0 {
                 offset_members(&mut phases, first_member);
             }
-            let alone = extents.len() == 1 && purpose == Purpose::Client;
-            if alone && phases.len() == 1 && !phases[0].is_empty() {
+            if all_client && phases.len() == 1 && !phases[0].is_empty() {
+                // The extent's one unit of `left` becomes its member I/Os.
                 let ios = phases.pop().expect("one phase");
-                self.logical[lid].left = ios.len() as u32;
-                self.queue_ios(ios, OWN_EXTENT | lid as u32, now_ns);
+                self.logical[lid].left += ios.len() as u32 - 1;
+                self.queue_ios(ios, OWN_EXTENT | lid as u32, alone, now_ns);
                 continue;
             }
             self.tagged_extents += usize::from(purpose != Purpose::Client);
@@ -753,14 +759,17 @@ impl Replay {
                 ext.phase += 1;
                 continue;
             }
-            self.queue_ios(ios, eid as u32, now_ns);
+            self.queue_ios(ios, eid as u32, false, now_ns);
             return Ok(());
         }
     }
 
-    /// Queues member I/Os `ios` of extent `extent` (an [`Op::extent`]) on their members.
-    fn queue_ios(&mut self, ios: Vec<MemberIo>, extent: u32, now_ns: u64) {
-        let alone = extent & OWN_EXTENT != 0 && ios.len() == 1;
+    /// Queues member I/Os `ios` of extent `extent` (an [`Op::extent`]) on their members;
+    /// `sole_extent`: whether it is its logical request's only extent.
+    fn queue_ios(&mut self, ios: Vec<MemberIo>, extent: u32, sole_extent: bool, now_ns: u64) {
+        // Two own ops of one request would share an id (a write an indirected layout
+        // sends to two places): only a request's only extent's only I/O is one.
+        let alone = sole_extent && extent & OWN_EXTENT != 0 && ios.len() == 1;
         for io in ios {
             let (member, req) = self.route(io, now_ns);
             let lid = extent & !OWN_EXTENT;
@@ -1106,7 +1115,7 @@ impl Replay {
             self.metrics
                 .record_device_response(member, l.write, now_ns - queued_ns);
             if extent & OWN_EXTENT != 0 {
-                // Its only extent's only phase: the request is done with its last I/O.
+                // An extent of one phase: the request is done with its last I/O.
                 l.left -= 1;
                 if l.left == 0 {
                     self.finish_logical(lid, now_ns, observer)?;
@@ -1152,6 +1161,75 @@ mod tests {
         assert!(size_of::<Logical>() <= 32, "{}", size_of::<Logical>());
         assert!(size_of::<Op>() <= 16, "{}", size_of::<Op>());
         assert!(size_of::<Queued>() <= 24, "{}", size_of::<Queued>());
+    }
+
+    /// A request an indirected layout splits into pieces of one phase each takes no
+    /// [`Extent`] record: it waits for its pieces' member I/Os, and completes once, with
+    /// the last. Two pieces as long as the request itself (as a write sent to two places)
+    /// each take an op record: as own ops they would share one id in the queue.
+    #[test]
+    fn pieces_of_a_split_request_take_no_extent_record() {
+        /// Halves far apart, or the whole request at home and at a second place.
+        struct Split(bool);
+        impl Mapper for Split {
+            fn map(&mut self, r: &DevRequest, out: &mut Vec<DevRequest>) {
+                let far = 1_000_000 + r.sector;
+                if self.0 {
+                    out.extend([*r, DevRequest { sector: far, ..*r }]);
+                    return;
+                }
+                let half = r.sectors / 2;
+                out.push(DevRequest {
+                    sectors: half,
+                    ..*r
+                });
+                let rest = r.sectors - half;
+                out.push(DevRequest {
+                    sector: far + u64::from(half),
+                    sectors: rest,
+                    ..*r
+                });
+            }
+        }
+        struct Seen(Vec<Completion>);
+        impl Observer for Seen {
+            fn on_completion(&mut self, c: &Completion) -> Result<(), SimError> {
+                self.0.push(*c);
+                Ok(())
+            }
+        }
+        let sub = |i: u64| Submission {
+            number: i,
+            ts_ns: i,
+            req: DevRequest {
+                sector: 8 * 5000 * i,
+                sectors: 16,
+                write: false,
+            },
+            device: 0,
+            phase: Phase::Normal,
+            physical: false,
+        };
+        for mirrored in [false, true] {
+            let built = reblock_device::parse_spec("hdd:wd2500aaks").unwrap();
+            let mut replay = Replay::new(built.array, built.members, Config::default())
+                .unwrap()
+                .with_mapper(Box::new(Split(mirrored)));
+            let mut seen = Seen(Vec::new());
+            for i in 0..3 {
+                replay.admit(sub(i), 0, &mut seen).unwrap();
+            }
+            assert!(replay.extents.is_empty());
+            assert!((0..3).all(|lid| replay.logical[lid].left == 2));
+            assert_eq!(replay.ops.ops.len(), 6, "every piece has its op record");
+            let mut rest = IterSource((3..10).map(sub));
+            replay.run_open(1.0, &mut rest, &mut seen).unwrap();
+            let mut numbers: Vec<u64> = seen.0.iter().map(|c| c.number).collect();
+            numbers.sort_unstable();
+            assert_eq!(numbers, (0..10).collect::<Vec<_>>(), "each completes once");
+            assert!(seen.0.iter().all(|c| c.service_ns > 0 && c.sectors == 16));
+            assert!(replay.logical.is_empty() && replay.started.is_empty());
+        }
     }
 
     /// A request's number is kept as its distance from the first one's when that fits
