@@ -8,7 +8,9 @@
 #   OUT_DIR defaults to /work/captures; DAYS to 7; IMAGE_GIB to 4.
 # Needs: losetup, mkfs.ext4, chroot, dpkg, apt-cache, pip (network to PyPI), the Debian
 # packages python3.11, nodejs, gcc-12, binutils and libc6-dev installed on this machine
-# (their files are copied into the image), and `reblock` on PATH or REBLOCK=path.
+# (their files are copied into the image), unshare (util-linux), and `reblock` on PATH or
+# REBLOCK=path. The image is mounted in a private mount namespace: other processes do not
+# see OUT_DIR/mnt while the script runs, so they cannot add reads to the recorded days.
 # Writes OUT_DIR/startup.trace.txt, OUT_DIR/startup.meta.json, OUT_DIR/startup.img and
 # OUT_DIR/startup.log; also the recorder's startup.trace.txt.meta.json and
 # startup.record.json, and startup.files (the files copied into the image).
@@ -33,6 +35,13 @@ PACKAGES="bash dash coreutils python3.11 python3.11-minimal libpython3.11-stdlib
 gcc-12 cpp-12 binutils libc6-dev libc-bin"
 
 [ "$(id -u)" = 0 ] || { echo "startup_capture: needs root (loop device, mount, tracefs)" >&2; exit 1; }
+# The image is mounted in a mount namespace of its own, so that nothing else on the machine
+# (updatedb, a backup, someone's `find /`) walks it and adds its reads, and the journal
+# writes of its atime updates, to the recorded days: one stray `find /` during day 2 of a
+# 5-day capture added 3,254 reads and 1,793 writes to that day (borg 0.742x -> 0.767x).
+if [ -z "${STARTUP_CAPTURE_PRIVATE:-}" ]; then
+    STARTUP_CAPTURE_PRIVATE=1 exec unshare --mount --propagation private bash "$0" "$@"
+fi
 mkdir -p "$OUT" "$MNT"
 exec 3>>"$LOG"
 say() { echo "[$(date -u +%H:%M:%S)] $*" | tee -a /dev/fd/3 >&2; }

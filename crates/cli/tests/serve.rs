@@ -190,6 +190,16 @@ fn forgotten_bopt_device_is_refused_instead_of_hiding_flushed_data() {
     // A plain existing image is served once the operator says --format.
     let plain = dir.path().join("plain.img");
     std::fs::write(&plain, vec![0x11u8; 1 << 20]).unwrap();
+    // Asked without --bopt-size, the refusal gives both flags it takes (it used to name
+    // --bopt-size alone, which then met the --format refusal above).
+    let out = Command::new(cargo_bin("reblock"))
+        .args(["serve", plain.to_str().unwrap()])
+        .args(["--unix", sock.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "served unformatted: {out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--bopt-size SIZE --format"), "{err}");
     let mut serve = spawn_serve(
         &[
             plain.to_str().unwrap(),

@@ -72,10 +72,12 @@ pub enum ImageError {
     )]
     BoptDeviceNotEmpty { path: PathBuf },
     #[error(
-        "{}: no reblock superblock found; pass --bopt-size SIZE to format one (or --bopt-device DEV if its BOPT lives on a separate device)",
-        path.display()
+        "{}: no reblock superblock found; pass --bopt-size SIZE{} to format one (or --bopt-device DEV if its BOPT lives on a separate device)",
+        path.display(),
+        // Without it the next attempt meets ExistingData: say both steps at once.
+        if *holds_data { " --format (the image holds data; its bytes stay as the data area)" } else { "" }
     )]
-    NotFormatted { path: PathBuf },
+    NotFormatted { path: PathBuf, holds_data: bool },
     #[error("{}: not formatted, and --read-only forbids formatting", path.display())]
     ReadOnlyUnformatted { path: PathBuf },
     #[error(
@@ -180,6 +182,10 @@ pub fn open_image(o: &ImageOptions) -> Result<Opened, ImageError> {
             store,
             formatted: None,
         }),
+        Err(MetaError::NotFormatted) if o.bopt_bytes.is_none() => Err(ImageError::NotFormatted {
+            path: o.image.clone(),
+            holds_data: !fresh_image && o.bopt_device.is_none(),
+        }),
         Err(MetaError::NotFormatted) => {
             refuse_formatting_data(o, fresh_image, fresh_bopt)?;
             format_fresh(o, store)
@@ -217,7 +223,10 @@ fn refuse_formatting_data(
 fn format_fresh(o: &ImageOptions, store: Arc<FileStore>) -> Result<Opened, ImageError> {
     let name = &o.image;
     let Some(bopt_bytes) = o.bopt_bytes else {
-        return Err(ImageError::NotFormatted { path: name.clone() });
+        return Err(ImageError::NotFormatted {
+            path: name.clone(),
+            holds_data: false,
+        });
     };
     if o.read_only {
         return Err(ImageError::ReadOnlyUnformatted { path: name.clone() });

@@ -9,6 +9,7 @@
 
 use crate::engine::Engine;
 use crate::learned::Learner;
+use reblock_eval::layout::Layout;
 use reblock_eval::online::{trial_params, AdmissionModel, Backtest};
 use reblock_layout::{Admission, Choice, Plan};
 use reblock_nbd::{Op as NbdOp, RequestEvent, RequestObserver};
@@ -310,7 +311,12 @@ fn placement_with(
         read_cache_pages: Some(u64::from(layout.read_cache_pages)),
         ..PlanParams::default()
     };
-    Ok(p.plan(&graph, &trial_params(params, share)))
+    let placement = p.plan(&graph, &trial_params(params, share));
+    // Pages already in the read cache keep their slots, as `evaluate` makes its plans:
+    // BORG's order shifts as training grows, and a plan taken as it came relocated every
+    // placed page, so the re-plan after an admitted one was priced (and would have been
+    // executed) as a whole new region: 57.9 s of copies on a 3-day start-up capture.
+    Ok(Layout::Bopt(engine.indirector()).stable(&placement))
 }
 
 /// The requests that lie within the data area (the server refuses the others anyway).

@@ -22,7 +22,9 @@ pub struct Args {
     /// Print the server's state as one JSON object: uptime_s, connections, reads,
     /// read_hits, read_misses, hit_rate, write_buffer_fill (0..1),
     /// destage_backlog_pages, promotions, mode, reconfiguration (the background
-    /// copier), replan, and the map's sizes.
+    /// copier), replan, the map's sizes, free_pages (the free-space map: trimmed,
+    /// zeroed or never written), FS2's replicas, replica_hits and replica_marks (the
+    /// free-space watermarks and what they ask), and emulated_busy_s under --emulate.
     #[arg(long)]
     pub json: bool,
 }
