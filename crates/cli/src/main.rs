@@ -70,8 +70,8 @@ enum Command {
 /// trials' layouts and replays), so the process kept each boundary's high-water mark as
 /// resident memory. A fixed 128 KiB threshold maps such tables on their own and unmaps
 /// them when freed (docs/scale.md, "The allocator": 8·10^6 requests, 362 -> 306 MB peak
-/// at the same CPU). Set before any thread starts; `M_*` variables in the environment
-/// are overridden.
+/// at the same CPU). Set before any thread starts; `MALLOC_MMAP_THRESHOLD_` and
+/// `MALLOC_TRIM_THRESHOLD_` in the environment are overridden.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn return_freed_memory() {
     const THRESHOLD: libc::c_int = 128 * 1024;
@@ -83,9 +83,13 @@ fn return_freed_memory() {
 }
 
 fn main() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    return_freed_memory();
     let cli = Cli::parse();
+    // Not for `serve`: its I/O buffers of 128 KiB and more would each be mapped and
+    // unmapped, where glibc's adaptive threshold reuses them; nothing measured it there.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if !matches!(cli.command, Command::Serve(_)) {
+        return_freed_memory();
+    }
     if !matches!(cli.command, Command::Serve(_)) {
         die_quietly_on_closed_pipe();
     }

@@ -608,7 +608,11 @@ impl<'a> Runner<'a> {
     > {
         let (mut shares, mut moved, mut trials) = (Vec::new(), Vec::new(), Vec::new());
         let whole = raw.pages().max(1) as f64;
-        for (part, tried_part) in self.partial_plans((raw, early), tail) {
+        // One weight table, one pass over the log, for both kinds of cut.
+        let cuts_region = raw.space == TargetSpace::ReadCache && !raw.ranges.is_empty();
+        let weighed = (cuts_region || !raw.replicas.is_empty())
+            .then(|| self.plan_weights((raw, early), tail));
+        for (part, tried_part) in self.partial_plans((raw, early), weighed.as_ref()) {
             let mut trial = layout.clone();
             trial.reconfigure(&layout.stable(&tried_part), &self.schedule)?;
             let tried = self.predict_plan(trial, tail)?;
@@ -628,7 +632,7 @@ impl<'a> Runner<'a> {
             moved.push(plan);
             trials.push((tried.profile, tried.making_s <= 0.0));
         }
-        for (part, tried_part) in self.copied_cuts((raw, early), tail) {
+        for (part, tried_part) in self.copied_cuts((raw, early), weighed.as_ref()) {
             let mut trial = layout.clone();
             trial.reconfigure(&layout.stable(&tried_part), &self.schedule)?;
             if !has_pending_replicas(&trial) {
@@ -684,20 +688,22 @@ impl<'a> Runner<'a> {
     fn partial_plans<'p>(
         &self,
         (raw, early): (&'p Placement, Option<&'p Placement>),
-        tail: RequestSpan<'_>,
+        weighed: Option<&(PageWeights, &Placement, Weighed)>,
     ) -> Vec<(Cow<'p, Placement>, Cow<'p, Placement>)> {
         let mut parts = vec![(Cow::Borrowed(raw), Cow::Borrowed(early.unwrap_or(raw)))];
         if raw.space != TargetSpace::ReadCache || raw.ranges.is_empty() {
             return parts;
         }
-        let (weights, early, tried) = self.plan_weights((raw, early), tail);
+        let Some(&(ref weights, early, tried)) = weighed else {
+            return parts;
+        };
         for n in PARTIAL_REQUEST_PAGES {
             let floor = 1.0 / n as f64;
             let part = weights.at_least(raw, floor, Weighed::Plan);
             let fewer = parts.last().is_some_and(|p| part.pages() < p.0.pages());
             if fewer && part.pages() > 0 {
-                let placed = cut_at(&weights, raw, floor, Weighed::Plan);
-                let tried_part = cut_at(&weights, early, floor, tried);
+                let placed = without_region_replicas(weights, part, floor, Weighed::Plan);
+                let tried_part = cut_at(weights, early, floor, tried);
                 parts.push((Cow::Owned(placed), Cow::Owned(tried_part)));
             }
         }
@@ -731,23 +737,26 @@ impl<'a> Runner<'a> {
     /// fewer pages than the one before and some replica. Written when read, a replica of
     /// a large read-ahead costs only its write; copied, it costs a read and a write for a
     /// saving of little more than a transfer, as a page of the region does.
-    fn copied_cuts(
+    fn copied_cuts<'p>(
         &self,
-        (raw, early): (&Placement, Option<&Placement>),
-        tail: RequestSpan<'_>,
-    ) -> Vec<(Placement, Placement)> {
+        (raw, early): (&'p Placement, Option<&'p Placement>),
+        weighed: Option<&(PageWeights, &Placement, Weighed)>,
+    ) -> Vec<(Cow<'p, Placement>, Cow<'p, Placement>)> {
+        let Some(&(ref weights, early_tried, tried)) = weighed else {
+            return Vec::new();
+        };
         if raw.replicas.is_empty() {
             return Vec::new();
         }
-        let mut cuts = vec![(raw.clone(), early.unwrap_or(raw).clone())];
-        let (weights, early, tried) = self.plan_weights((raw, early), tail);
+        let mut cuts = vec![(Cow::Borrowed(raw), Cow::Borrowed(early.unwrap_or(raw)))];
         let size = |p: &Placement| p.pages() + p.replicas.iter().map(|r| r.pages).sum::<u64>();
         for n in PARTIAL_REQUEST_PAGES {
             let floor = 1.0 / n as f64;
-            let part = cut_at(&weights, raw, floor, Weighed::Plan);
+            let part = cut_at(weights, raw, floor, Weighed::Plan);
             let fewer = cuts.last().is_some_and(|c| size(&part) < size(&c.0));
             if fewer && !part.replicas.is_empty() {
-                cuts.push((part, cut_at(&weights, early, floor, tried)));
+                let tried_part = cut_at(weights, early_tried, floor, tried);
+                cuts.push((Cow::Owned(part), Cow::Owned(tried_part)));
             }
         }
         cuts
@@ -1065,8 +1074,18 @@ impl Runner<'_> {
 /// region first, so their replicas would be written and never read: `borg+fs2` on the
 /// 3-day cut of the start-up capture wrote 204 MB of them for BORG's part of a plan).
 fn cut_at(weights: &PageWeights, placement: &Placement, floor: f64, of: Weighed) -> Placement {
-    let part = weights.replicas_at_least(&weights.at_least(placement, floor, of), floor, of);
-    crate::replicas::outside_region(part)
+    without_region_replicas(weights, weights.at_least(placement, floor, of), floor, of)
+}
+
+/// [`cut_at`] given the region's cut `part` already made: its replicas cut at `floor`,
+/// less those of pages the region holds.
+fn without_region_replicas(
+    weights: &PageWeights,
+    part: Placement,
+    floor: f64,
+    of: Weighed,
+) -> Placement {
+    crate::replicas::outside_region(weights.replicas_at_least(&part, floor, of))
 }
 
 /// The guard's hysteresis: a guarded layout is let loose only once its unguarded twin

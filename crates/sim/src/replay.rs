@@ -108,8 +108,8 @@ struct Logical {
     /// The trace's device number, as its index in [`Replay::devices`].
     device: u16,
     /// What it still waits for: its extents of several phases not finished yet, and the
-    /// member I/Os not done yet of its extents of one phase (these have no [`Extent`]
-    /// record: see [`OWN_EXTENT`]).
+    /// member I/Os not done yet of its extents of one phase when all its extents are
+    /// client data (these have no [`Extent`] record: see [`OWN_EXTENT`]).
     left: u32,
     phase: Phase,
 }
@@ -144,8 +144,10 @@ struct Foreground {
     responded_ns: Option<u64>,
 }
 
-/// Set in [`Op::extent`] when the op's extent has one phase: the rest of the field is
-/// then the logical request's id, and no [`Extent`] is kept (the common case: one
+/// Set in [`Op::extent`] when the op's extent has one phase and every extent of its request
+/// is client data: the rest of the field is then the logical request's id, and no
+/// [`Extent`] is kept (a request with a replica write keeps a record per extent, which
+/// carries its purpose and whether it holds the response; the common case: one
 /// request, one disk; and each piece of a request an indirected layout splits, whose
 /// records were 40 bytes each beside the queue of a phase replay).
 const OWN_EXTENT: u32 = 1 << 31;
