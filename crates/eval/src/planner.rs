@@ -55,7 +55,7 @@ pub fn plan_from(
         training_requests: training_requests as u64,
         graph_vertices: graph.len() as u64,
         graph_edges: graph.edge_count() as u64,
-        pages_placed: placement.pages() + placement.replicas.iter().map(|r| r.pages).sum::<u64>(),
+        pages_placed: placement.pages_with_replicas(),
         ranges: placement.ranges.len() as u64,
         cpu_s: thread_cpu_s() - cpu0,
         wall_s: wall0.elapsed().as_secs_f64(),

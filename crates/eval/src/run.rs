@@ -607,7 +607,8 @@ impl<'a> Runner<'a> {
         EvalError,
     > {
         let (mut shares, mut moved, mut trials) = (Vec::new(), Vec::new(), Vec::new());
-        let whole = raw.pages().max(1) as f64;
+        // The share reported counts FS2's replicas too (a pure fs2 plan places no page).
+        let whole = raw.pages_with_replicas().max(1) as f64;
         // One weight table, one pass over the log, for both kinds of cut.
         let cuts_region = raw.space == TargetSpace::ReadCache && !raw.ranges.is_empty();
         let weighed = (cuts_region || !raw.replicas.is_empty())
@@ -620,7 +621,7 @@ impl<'a> Runner<'a> {
             if let Some(routing) = tried.routing {
                 set_routing(&mut plan.0, routing);
             }
-            let share = (part.pages() as f64 / whole).min(1.0);
+            let share = (part.pages_with_replicas() as f64 / whole).min(1.0);
             let making_s = tried.making_s + self.unwritten_saving_s(&tried, keep, tail, scale);
             let a = online::with_trial(
                 keep_only,
@@ -639,7 +640,7 @@ impl<'a> Runner<'a> {
                 continue;
             }
             let (profile, plan) = self.copied_now(layout, trial, &part, tail)?;
-            let share = (part.pages() as f64 / whole).min(1.0);
+            let share = (part.pages_with_replicas() as f64 / whole).min(1.0);
             let paired = (keep, &profile, scale);
             shares.push(online::with_trial(keep_only, paired, (share, plan.2), true));
             moved.push(plan);
@@ -749,11 +750,11 @@ impl<'a> Runner<'a> {
             return Vec::new();
         }
         let mut cuts = vec![(Cow::Borrowed(raw), Cow::Borrowed(early.unwrap_or(raw)))];
-        let size = |p: &Placement| p.pages() + p.replicas.iter().map(|r| r.pages).sum::<u64>();
         for n in PARTIAL_REQUEST_PAGES {
             let floor = 1.0 / n as f64;
             let part = cut_at(weights, raw, floor, Weighed::Plan);
-            let fewer = cuts.last().is_some_and(|c| size(&part) < size(&c.0));
+            let fewer = (cuts.last())
+                .is_some_and(|c| part.pages_with_replicas() < c.0.pages_with_replicas());
             if fewer && !part.replicas.is_empty() {
                 let tried_part = cut_at(weights, early_tried, floor, tried);
                 cuts.push((Cow::Owned(part), Cow::Owned(tried_part)));

@@ -93,6 +93,11 @@ impl Placement {
     pub fn pages(&self) -> u64 {
         self.ranges.iter().map(|r| r.pages).sum()
     }
+    /// The pages placed and the FS2 replicas reserved: what a plan asks to be copied or
+    /// written.
+    pub fn pages_with_replicas(&self) -> u64 {
+        self.pages() + self.replicas.iter().map(|r| r.pages).sum::<u64>()
+    }
     /// Every (FS page, target page) pair in order.
     pub fn page_pairs(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.ranges
